@@ -1,0 +1,253 @@
+"""The `memsync` command line: parse argv, call the library, map errors to exit codes once.
+
+Exit codes: 0 success; 1 something was found or failed (`check` findings, a failed remote);
+2 a usage, input or I/O error; 3 compaction did not start (the file is busy; retry later).
+Every error is one line on stderr, `memsync: <what went wrong>`, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from memsync import __version__
+from memsync.core.prompt import scope_matches
+from memsync.core.records import KINDS
+from memsync.core.timestamps import format_ts, parse_ts
+from memsync.errors import MemsyncError, NotQuiet
+from memsync.memfile import Memory, check_files, prompt_of, view_of
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_NOT_QUIET = 0, 1, 2, 3
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class UsageError(MemsyncError):
+    """A command line that cannot be carried out as written."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one `memsync: ...` line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def _timestamp(text: str) -> int:
+    us = parse_ts(text)
+    if us is None:
+        raise argparse.ArgumentTypeError(f"not an RFC 3339 timestamp with a zone: {text!r}")
+    return us
+
+
+def _confidence(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"confidence must be from 0 to 1, not {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+# Commands of the core: add, forget, show, prompt, check
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    mem = Memory.open(args.file)
+    entry = mem.add(
+        args.kind,
+        args.text,
+        scope=args.scope,
+        tags=args.tag,
+        source=args.source,
+        confidence=args.confidence,
+        expires_at=format_ts(args.expires_at) if args.expires_at is not None else None,
+        supersedes=args.supersedes,
+    )
+    print(entry.id)
+    return EXIT_OK
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    Memory.open(args.file, create=False).forget(args.id)
+    return EXIT_OK
+
+
+def _existing(paths: Sequence[Path]) -> list[Path]:
+    for p in paths:
+        if not p.is_file():
+            raise UsageError(f"{p}: no such memory file")
+    return list(paths)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    view = view_of(_existing(args.files), args.now)
+    records = view.records
+    if args.scope is not None or args.kind:
+        kept = []
+        for rec in records:
+            obj = rec.fields()
+            if args.kind and obj["kind"] not in args.kind:
+                continue
+            if args.scope is not None and not scope_matches(obj.get("scope", "global"), args.scope):
+                continue
+            kept.append(rec)
+        records = kept
+    out = sys.stdout.buffer
+    if args.json:
+        # The record objects exactly as written in their lines (rule 5), as one JSON array.
+        out.write(b"[")
+        out.write(b",\n".join(r.raw.rstrip(b"\r") for r in records))
+        out.write(b"]\n")
+    else:
+        for rec in records:
+            obj = rec.fields()
+            scope = obj.get("scope", "global")
+            who = " user" if rec.user else ""
+            line = f"{rec.id}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {obj['text']}"
+            out.write(line.encode("utf-8", "replace") + b"\n")
+    out.flush()
+    _report_bad(view.bad)
+    return EXIT_OK
+
+
+def _report_bad(bad: Sequence[object]) -> None:
+    if bad:
+        logging.getLogger("memsync").warning(
+            "%d bad line(s) skipped; `memsync check` lists them", len(bad)
+        )
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    view = view_of(_existing(args.files), args.now)
+    sys.stdout.write(prompt_of(view.records, args.scope, args.max_chars))
+    _report_bad(view.bad)
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    report = check_files(_existing(args.files), args.now)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        for b in report.bad:
+            print(f"bad line: {b.file}:{b.line}: {b.reason}")
+        for a, _ in report.twins:
+            print(f"twins: id {a.id} at {format_ts(a.ts)} has two different contents")
+        for s in report.secrets:
+            print(f"secret: {s.file}:{s.line}: looks like {s.what}")
+        for f, n, r in report.future:
+            print(f"future: {f}:{n}: id {r.id} dated {format_ts(r.ts)}, ahead of this clock")
+        if report.clean:
+            print("clean")
+    return EXIT_OK if report.clean else EXIT_FOUND
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="memsync",
+        description="Keep agent memory files consistent across machines and agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"memsync {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("add", help="append a new entry; prints its id")
+    p.add_argument("file", type=Path)
+    p.add_argument("--kind", required=True, choices=KINDS)
+    p.add_argument("--text", required=True)
+    p.add_argument("--scope", default="global")
+    p.add_argument("--tag", action="append", default=[], help="repeat for several tags")
+    p.add_argument("--source", default=None, help='where it was learned; "user" if the person')
+    p.add_argument("--confidence", type=_confidence, default=1.0)
+    p.add_argument("--expires-at", type=_timestamp, default=None, metavar="TS")
+    p.add_argument("--supersedes", default=None, metavar="ID")
+    p.set_defaults(handler=cmd_add)
+
+    p = sub.add_parser("forget", help="append a tombstone for an id")
+    p.add_argument("file", type=Path)
+    p.add_argument("id")
+    p.set_defaults(handler=cmd_forget)
+
+    p = sub.add_parser("show", help="the view of one or more files together")
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    p.add_argument("--scope", default=None)
+    p.add_argument("--kind", action="append", choices=KINDS, default=[])
+    p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
+    p.add_argument("--json", action="store_true", help="a JSON array of the live records")
+    p.set_defaults(handler=cmd_show)
+
+    p = sub.add_parser("prompt", help="the memory block for an agent's context")
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    p.add_argument("--scope", default=None)
+    p.add_argument("--max-chars", type=_positive_int, default=None, metavar="N")
+    p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
+    p.set_defaults(handler=cmd_prompt)
+
+    p = sub.add_parser("check", help="bad lines, twins, secrets, future-dated records")
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_check)
+
+    for register in _EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[_Parser]], None]] = []
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("memsync: %(message)s"))
+    root = logging.getLogger("memsync")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (see the module docstring)."""
+    try:
+        args = build_parser().parse_args(argv)
+        _setup_logging(args.verbose)
+        handler: Handler = args.handler
+        return handler(args)
+    except NotQuiet as exc:
+        print(f"memsync: {exc}", file=sys.stderr)
+        return EXIT_NOT_QUIET
+    except MemsyncError as exc:
+        print(f"memsync: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        print(f"memsync: {_os_error(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _os_error(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror.lower()}"
+    return str(exc)

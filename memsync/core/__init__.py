@@ -1,0 +1,1 @@
+"""The pure core: SEMANTICS rules as functions of bytes and `now`. No I/O, no clock, no logs."""

@@ -1,0 +1,186 @@
+"""Reading lines (SEMANTICS rules 1 to 4): split bytes into complete lines and classify each.
+
+This module is the single place that decides whether a line is valid. It is pure: bytes in,
+values out. A bad line is a value (`Invalid`, with a reason), never an exception; the only
+exception is `UnsupportedFormat` for a header memsync must not guess at (rule 2).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Annotated, Literal
+
+import msgspec
+
+from memsync.core.records import KINDS, Record
+from memsync.core.timestamps import EPOCH, Timestamp
+from memsync.errors import UnsupportedFormat
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "BadLine",
+    "Blank",
+    "Header",
+    "Invalid",
+    "Parsed",
+    "classify",
+    "split_complete",
+]
+
+MAX_LINE_BYTES = 64 * 1024
+"""A line longer than this (its terminator excluded) is a bad line (rule 4)."""
+
+_SUPPORTED_FORMAT = re.compile(r"agent-memory/0\.\d+\Z")
+_MAX_ID_CHARS = 128
+_US = timedelta(microseconds=1)
+_KINDS = frozenset(KINDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A header line: `{"format": "agent-memory/0.1", "created_at": ...}` (rule 2).
+
+    `generation` is memsync's token for a rewritten file (compaction); None when absent.
+    """
+
+    format: str
+    generation: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Blank:
+    """An empty or all-whitespace line: skipped, not bad (rule 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A bad line (rule 4), with a short reason a person can act on."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """Where a bad line is and why (rule 4): reported, never propagated, never dropped."""
+
+    file: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}"
+
+
+Parsed = Record | Header | Blank | Invalid
+
+BLANK = Blank()
+
+
+def split_complete(data: bytes) -> tuple[list[bytes], int]:
+    """Split `data` into its complete lines and say how many bytes they span (rule 1).
+
+    Returns the lines without their "\\n" and the offset just past the last "\\n": bytes
+    after it are a write in progress (a torn last line), neither read nor reported.
+    """
+    end = data.rfind(b"\n") + 1
+    if end == 0:
+        return [], 0
+    lines = data[: end - 1].split(b"\n")
+    return lines, end
+
+
+class _Fields(msgspec.Struct, gc=False):
+    """The fields rule 3 gives a type to, decoded and type-checked in one pass by msgspec.
+
+    Unknown fields are ignored here and kept in the raw bytes (rules 3 and 5). Which
+    fields are required depends on `deleted`, so that is checked in `_record`.
+    """
+
+    id: str
+    created_at: Timestamp
+    deleted: bool = False
+    kind: Literal["preference", "lesson", "fact", "source", "avoid"] | None = None
+    text: str | None = None
+    scope: str = "global"
+    tags: list[str] = []
+    source: str | None = None
+    confidence: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 1.0
+    expires_at: Timestamp | None = None
+    supersedes: str | None = None
+
+
+_decode_fields = msgspec.json.Decoder(_Fields).decode
+_decode_any = msgspec.json.Decoder().decode
+
+
+def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed:
+    """Classify one complete line (without its "\\n") as a record, header, blank or bad line.
+
+    Rules 2 to 4: a record is an entry or a tombstone with the fields and types rule 3 lists;
+    unknown extra fields are allowed; anything else is `Invalid`.
+
+    Raises:
+        UnsupportedFormat: a header names a format other than agent-memory/0.x (rule 2).
+            `source` and `line_no` only serve this message.
+    """
+    if len(raw) > MAX_LINE_BYTES:
+        return Invalid(f"line longer than {MAX_LINE_BYTES} bytes")
+    try:
+        f = _decode_fields(raw)
+    except msgspec.DecodeError as exc:
+        return _not_a_record(raw, str(exc), source, line_no)
+    rid = f.id
+    if not rid or len(rid) > _MAX_ID_CHARS or not rid.isprintable():
+        return Invalid("'id' is empty, too long or holds control characters")
+    ts = (f.created_at - EPOCH) // _US
+    if f.deleted:
+        return Record(raw, rid, ts, True, False, None, None)
+    if f.kind is None:
+        return Invalid(f"missing 'kind' (one of {', '.join(KINDS)})")
+    if f.text is None:
+        return Invalid("missing 'text'")
+    if not f.scope:
+        return Invalid("'scope' is empty")
+    expires = None if f.expires_at is None else (f.expires_at - EPOCH) // _US
+    if f.supersedes == "":
+        return Invalid("'supersedes' is empty")
+    return Record(raw, rid, ts, False, f.source == "user", f.supersedes, expires)
+
+
+def _not_a_record(raw: bytes, error: str, source: str, line_no: int) -> Parsed:
+    """The slow path: a blank line, a header, or a bad line with its reason."""
+    if not raw.strip():
+        return BLANK
+    try:
+        obj = _decode_any(raw)
+    except msgspec.DecodeError:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return Invalid("not valid UTF-8")
+        return Invalid(f"not valid JSON ({error.removeprefix('JSON is malformed: ')})")
+    if type(obj) is not dict:
+        return Invalid("not a JSON object")
+    if "id" not in obj and "format" in obj:
+        return _header(obj, source, line_no)
+    return Invalid(_reason(error))
+
+
+def _reason(error: str) -> str:
+    """msgspec's message, in memsync's words where they read better."""
+    error = error.replace("Object missing required field", "missing field")
+    if "datetime" in error or "RFC3339" in error:
+        field = error.rpartition("$.")[2].rstrip("`")
+        return f"'{field}' is not an RFC 3339 timestamp with a zone"
+    return error
+
+
+def _header(obj: dict[str, object], source: str, line_no: int) -> Header:
+    fmt = obj["format"]
+    if type(fmt) is not str or _SUPPORTED_FORMAT.match(fmt) is None:
+        where = f"{source}:{line_no}" if line_no else source
+        raise UnsupportedFormat(where, str(fmt))
+    gen = obj.get("generation")
+    return Header(fmt, gen if type(gen) is str else None)

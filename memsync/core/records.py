@@ -1,0 +1,72 @@
+"""Record values: one memory-file line, kept byte for byte, with the fields the rules use.
+
+SEMANTICS rule 5: lines are copied, never re-serialized, so a `Record` holds its raw bytes
+verbatim next to the few parsed fields that the view and the merge need. Nothing else of
+the parsed JSON is kept (a million records must fit in a few hundred MB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from memsync.core.timestamps import canonical_ts, parse_ts
+
+__all__ = ["KINDS", "Record", "canonical", "canonical_object"]
+
+KINDS = ("preference", "lesson", "fact", "source", "avoid")
+"""The entry kinds of rule 3, in the fixed order `to_prompt` groups them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One valid entry or tombstone line (rule 3).
+
+    Attributes:
+        raw: the line's bytes without its final "\\n" (a "\\r" of a CRLF line stays).
+        id: the record's id.
+        ts: `created_at` as microseconds since the epoch; `(id, ts)` is the key (rule 6).
+        deleted: True for a tombstone.
+        user: True when `source` is "user" (rule 9).
+        supersedes: the id this entry supersedes, or None (rule 10).
+        expires: `expires_at` in microseconds, or None (rule 11).
+    """
+
+    raw: bytes
+    id: str
+    ts: int
+    deleted: bool
+    user: bool
+    supersedes: str | None
+    expires: int | None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """The record's identity (rule 6): its id and the instant of its `created_at`."""
+        return (self.id, self.ts)
+
+    def fields(self) -> dict[str, Any]:
+        """The record's JSON object, parsed again from its raw bytes."""
+        obj: dict[str, Any] = msgspec.json.decode(self.raw)
+        return obj
+
+
+def canonical_object(obj: dict[str, Any]) -> bytes:
+    """Canonical JSON of a record object (rule 7): sorted keys, timestamps normalized to one
+    fixed-width UTC form, `confidence` as a float. Equal content gives equal bytes."""
+    norm = dict(obj)
+    for field in ("created_at", "expires_at"):
+        us = parse_ts(norm.get(field))
+        if us is not None:
+            norm[field] = canonical_ts(us)
+    conf = norm.get("confidence")
+    if type(conf) is int:
+        norm["confidence"] = float(conf)
+    return msgspec.json.encode(norm, order="sorted")
+
+
+def canonical(record: Record) -> bytes:
+    """Canonical JSON of a record (rule 7); computed on demand, only to settle equal keys."""
+    return canonical_object(record.fields())

@@ -1,0 +1,171 @@
+"""The view of a set of records (SEMANTICS rules 7 to 12): pure, order-independent.
+
+`Index` folds records one at a time into a small per-id summary: the latest tombstone, the
+best user version, the best inferred version, and who superseded the id. That summary is
+all the view needs (rule 8: a tombstone at T deletes every version at or before T, so the
+best version of a class either survives or none of that class does), and it is the same
+whatever order the records arrive in. `build_view` then applies rules 9 to 12 at `now`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+from memsync.core.lines import BadLine, Header, Invalid, classify
+from memsync.core.records import Record, canonical
+
+__all__ = ["SUPERSEDED_BY_INFERRED", "SUPERSEDED_BY_USER", "Index", "View", "build_view"]
+
+SUPERSEDED_BY_USER = 1
+SUPERSEDED_BY_INFERRED = 2
+
+
+def _wins(new: Record, old: Record) -> bool:
+    """Whether `new` beats `old` within one class (rule 9): later wins; an exact tie goes to
+    the greater canonical JSON text. Equal canonical content is the same record (rule 7)."""
+    if new.ts != old.ts:
+        return new.ts > old.ts
+    if new.raw == old.raw:
+        return False
+    return canonical(new) > canonical(old)
+
+
+@dataclass(slots=True)
+class Index:
+    """Per-id summary of every record seen (rules 8 to 10), built in any order.
+
+    Attributes:
+        tombs: the latest tombstone of each id.
+        user: the best `source: "user"` version of each id.
+        inferred: the best other version of each id.
+        superseded: for each id some entry supersedes, SUPERSEDED_BY_USER and/or
+            SUPERSEDED_BY_INFERRED bits (rule 10: every entry ever seen counts).
+        twins: pairs of records with the same key and different content (rule 7) met
+            while folding; the pair's first item is the one that wins rule 9's tie-break.
+        records: how many records were added.
+    """
+
+    tombs: dict[str, Record] = field(default_factory=dict)
+    user: dict[str, Record] = field(default_factory=dict)
+    inferred: dict[str, Record] = field(default_factory=dict)
+    superseded: dict[str, int] = field(default_factory=dict)
+    twins: list[tuple[Record, Record]] = field(default_factory=list)
+    records: int = 0
+
+    def add(self, rec: Record) -> None:
+        """Fold one record into the summary."""
+        self.records += 1
+        if rec.deleted:
+            best = self.tombs
+        else:
+            best = self.user if rec.user else self.inferred
+            if rec.supersedes is not None:
+                bit = SUPERSEDED_BY_USER if rec.user else SUPERSEDED_BY_INFERRED
+                self.superseded[rec.supersedes] = self.superseded.get(rec.supersedes, 0) | bit
+        old = best.get(rec.id)
+        if old is None:
+            best[rec.id] = rec
+        elif _wins(rec, old):
+            if old.ts == rec.ts and not rec.deleted:
+                self.twins.append((rec, old))
+            best[rec.id] = rec
+        elif (
+            old.ts == rec.ts
+            and not rec.deleted
+            and old.raw != rec.raw
+            and canonical(old) != canonical(rec)
+        ):
+            self.twins.append((old, rec))
+
+    def fold_lines(
+        self, lines: list[bytes], *, source: str, first_line: int = 1
+    ) -> tuple[list[BadLine], list[Header]]:
+        """Classify complete lines and fold their records in; return the bad lines (with
+        file and line number) and the headers met. Raises UnsupportedFormat (rule 2)."""
+        bad: list[BadLine] = []
+        headers: list[Header] = []
+        add = self.add
+        for n, raw in enumerate(lines, first_line):
+            parsed = classify(raw, source=source, line_no=n)
+            if type(parsed) is Record:
+                add(parsed)
+            elif type(parsed) is Invalid:
+                bad.append(BadLine(source, n, parsed.reason))
+            elif type(parsed) is Header:
+                headers.append(parsed)
+        return bad, headers
+
+    def ids(self) -> set[str]:
+        """Every id that has a record."""
+        return set(self.tombs) | set(self.user) | set(self.inferred)
+
+    def current(self, rid: str) -> Record | None:
+        """The current version of `rid` (rules 8 and 9), before supersession and expiry;
+        None when every version is deleted or there is none."""
+        tomb = self.tombs.get(rid)
+        floor = tomb.ts if tomb is not None else None
+        for best in (self.user, self.inferred):
+            rec = best.get(rid)
+            if rec is not None and (floor is None or rec.ts > floor):
+                return rec
+        return None
+
+    def is_superseded(self, rid: str, current: Record) -> bool:
+        """Rule 10: superseded for good, except that an inferred record cannot supersede an
+        id whose current version is from the user."""
+        bits = self.superseded.get(rid, 0)
+        if bits & SUPERSEDED_BY_USER:
+            return True
+        return bool(bits & SUPERSEDED_BY_INFERRED) and not current.user
+
+    def alive(self, rid: str, now: int) -> Record | None:
+        """The live current version of `rid` at `now` (rules 8 to 11), or None."""
+        cur = self.current(rid)
+        if cur is None or self.is_superseded(rid, cur):
+            return None
+        if cur.expires is not None and cur.expires <= now:
+            return None
+        return cur
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """Live current versions ordered by (`created_at`, `id`) (rule 12), and the twins met."""
+
+    live: list[Record]
+    twins: list[tuple[Record, Record]]
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+
+def build_view(index: Index, now: int) -> View:
+    """The view of the records folded into `index`, at `now` in microseconds (rules 8 to 12).
+
+    Equivalent to calling `index.alive(rid, now)` for every id, written out flat because it
+    runs once per id of a file that may hold a million.
+    """
+    tombs, user, superseded = index.tombs, index.user, index.superseded
+    live: list[Record] = []
+    for rid, rec in user.items():
+        tomb = tombs.get(rid)
+        if tomb is not None and rec.ts <= tomb.ts:
+            continue  # every user version is deleted; an inferred one may survive (below)
+        if superseded.get(rid, 0) & SUPERSEDED_BY_USER:
+            continue
+        if rec.expires is None or rec.expires > now:
+            live.append(rec)
+    for rid, rec in index.inferred.items():
+        tomb = tombs.get(rid)
+        floor = tomb.ts if tomb is not None else None
+        if floor is not None and rec.ts <= floor:
+            continue
+        if (u := user.get(rid)) is not None and (floor is None or u.ts > floor):
+            continue  # the user version is current (rule 9)
+        if rid in superseded:
+            continue
+        if rec.expires is None or rec.expires > now:
+            live.append(rec)
+    live.sort(key=attrgetter("ts", "id"))
+    return View(live, list(index.twins))

@@ -1,0 +1,160 @@
+"""Local file I/O for memory files (SEMANTICS rules 1, 13 and 16): streaming reads from an
+offset, appends of whole lines with one `write()` under `O_APPEND`, and atomic replace.
+
+No rule lives here: what a line means is `memsync.core`'s business.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "CHUNK_BYTES",
+    "Chunk",
+    "append_bytes",
+    "atomic_replace",
+    "fsync_dir",
+    "is_regular",
+    "read_chunks",
+    "read_from",
+    "read_tail",
+]
+
+CHUNK_BYTES = 8 * 1024 * 1024
+"""How much a streaming read takes at a time: large enough for throughput, small enough
+that reading a 300 MB file never holds more than a few chunks."""
+
+FILE_MODE = 0o600
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Complete lines read from a file.
+
+    Attributes:
+        lines: the lines, without their "\\n".
+        first_line: the 1-based line number of `lines[0]`.
+        start: the byte offset of `lines[0]`.
+        end: the byte offset just past the last "\\n" read.
+    """
+
+    lines: list[bytes]
+    first_line: int
+    start: int
+    end: int
+
+
+def read_chunks(
+    path: Path, start: int = 0, first_line: int = 1, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[Chunk]:
+    """Yield the complete lines of `path` from byte `start`, a chunk at a time (rule 1).
+
+    A torn last line (no final "\\n") is not yielded: the last chunk's `end` stops before
+    it, so a reader that saves `end` reads it once it is complete.
+    """
+    with open(path, "rb") as f:
+        f.seek(start)
+        pending = b""
+        offset, line_no = start, first_line
+        while True:
+            block = f.read(chunk_bytes)
+            if not block:
+                return
+            data = pending + block if pending else block
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                pending = data
+                continue
+            lines = data[: cut - 1].split(b"\n")
+            pending = data[cut:]
+            yield Chunk(lines, line_no, offset, offset + cut)
+            offset += cut
+            line_no += len(lines)
+
+
+def read_from(path: Path, offset: int = 0) -> tuple[list[bytes], int]:
+    """The complete lines of `path` from byte `offset`, and the offset to read from next.
+
+    The incremental read (rule 1): a torn last line is left for the next call.
+    """
+    lines: list[bytes] = []
+    end = offset
+    for chunk in read_chunks(path, offset):
+        lines.extend(chunk.lines)
+        end = chunk.end
+    return lines, end
+
+
+def read_tail(path: Path, end: int, size: int) -> bytes:
+    """The `size` bytes that end at offset `end` (fewer at the start of the file)."""
+    begin = max(0, end - size)
+    with open(path, "rb") as f:
+        f.seek(begin)
+        return f.read(end - begin)
+
+
+def append_bytes(path: Path, data: bytes, *, header: bytes | None = None) -> int:
+    """Append whole lines to `path` with one `write()` under `O_APPEND` (rule 13).
+
+    If the file does not end in "\\n" (a torn last line from a crashed writer), a "\\n" is
+    written first so that the torn line stays its own bad line instead of swallowing the
+    first new record. A missing file is created with mode 0600 and `header` first.
+    The caller holds the file's lock. Returns the file's size after the write.
+    """
+    if not data.endswith(b"\n"):
+        raise ValueError("append_bytes takes whole lines ending in \\n")
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        size = os.fstat(fd).st_size
+        prefix = b""
+        if size == 0 and header is not None:
+            prefix = header
+        elif size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            prefix = b"\n"
+        payload = prefix + data
+        written = os.write(fd, payload)
+        if written != len(payload):  # a full disk; never leave half a line unterminated
+            os.write(fd, b"\n")
+            raise OSError(f"{path}: short write ({written} of {len(payload)} bytes)")
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so that a rename in it survives a crash."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_replace(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: temp file in the same folder, fsync, rename, fsync of the
+    folder (rule 16). The new file keeps mode 0600. Readers see the old or the new file,
+    never a mix."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def is_regular(path: Path) -> bool:
+    """Whether `path` exists and is a regular file (not a symlink, not a folder)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
