@@ -1,0 +1,590 @@
+"""Read and check memsync's config file: TOML, validated by strict, frozen pydantic models.
+
+Only the CLI and the daemon call this module; the library takes ready-made objects. Every
+mistake becomes one `ConfigError(file, key, message)` whose key is dotted like the TOML
+(`remote[1].poll_seconds`) and whose message is one line with a hint:
+
+    >>> load_config(Path("config.toml"))  # doctest: +SKIP
+    memsync.errors.ConfigError: config.toml: remote[0].poll_second: unknown key
+    'poll_second' (did you mean 'poll_seconds'?)
+
+Validation is strict: `poll_seconds = "30"` is an error, not 30. Paths expand `~` and must
+then be absolute (a daemon's working directory is no place to resolve them against).
+`config.example.toml` at the repository root documents every key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from memsync.errors import ConfigError
+
+__all__ = [
+    "CompactionConfig",
+    "Config",
+    "DaemonConfig",
+    "MemoryConfig",
+    "RemoteConfig",
+    "RemoteURL",
+    "default_config",
+    "default_config_path",
+    "default_state_dir",
+    "load_config",
+    "parse_remote_url",
+]
+
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_HOST_RE = re.compile(r"[A-Za-z0-9._:%-]+")
+_SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key")
+_DEFAULT_MEMORY_NAME = "memory"
+_DEFAULT_MEMORY_PATH = "~/.local/share/agent-memory/memory.jsonl"
+_URL_FORMS = "a path, file:///path, ssh://[user@]host[:port]/path or ssh://alias/path"
+
+
+# --- small value checks ---------------------------------------------------------------
+
+
+def _check_name(value: str) -> str:
+    """Return `value` if it is a name the hub can use as a path component, else raise."""
+    # "." and ".." match the character class but would climb out of <remote>/<memory-name>/.
+    if not _NAME_RE.fullmatch(value) or value in {".", ".."}:
+        raise ValueError(
+            f"invalid name {value!r}: use 1 to 64 of the characters A-Z a-z 0-9 . _ -"
+            " (and not '.' or '..')"
+        )
+    return value
+
+
+def _expand_path(value: object) -> Path:
+    """Given a path string, return it with `~` expanded; raise unless it is then absolute."""
+    if not isinstance(value, str | Path):
+        # ValueError, not TypeError: pydantic turns only ValueError into a validation error.
+        raise ValueError(  # noqa: TRY004
+            f"expected a path string, got {_describe(value)}"
+        )
+    text = str(value)
+    if not text:
+        raise ValueError("empty path")
+    path = Path(os.path.expanduser(text))
+    if not path.is_absolute():
+        raise ValueError(f"{text!r} is not an absolute path; write /... or ~/...")
+    return path
+
+
+def _as_tuple(value: object) -> object:
+    """TOML gives arrays as lists; the frozen models hold tuples (strict mode converts none)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+_Name = Annotated[str, AfterValidator(_check_name)]
+_Path = Annotated[Path, BeforeValidator(_expand_path)]
+
+
+class _KeyedValueError(ValueError):
+    """A check that spans fields: `subloc` says which key, below where pydantic reports it."""
+
+    def __init__(self, subloc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.subloc = subloc
+
+
+# --- remote URLs ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteURL:
+    """A remote's url, parsed. `path` is absolute (`~` expanded) for a folder remote."""
+
+    scheme: Literal["file", "ssh"]
+    """"file" for a folder (local, NFS, SMB, a synced folder), "ssh" for an SFTP hub."""
+    path: str
+    """The hub directory: on this machine for "file", on the SSH host for "ssh"."""
+    host: str | None = None
+    """SSH host name, address or `~/.ssh/config` alias (lower case, as OpenSSH matches it)."""
+    user: str | None = None
+    """SSH user; None means `~/.ssh/config` or the local user name."""
+    port: int | None = None
+    """SSH port; None means `~/.ssh/config` or 22."""
+
+
+def parse_remote_url(url: str) -> RemoteURL:
+    """Parse a remote's url in one of the four accepted forms.
+
+    Args:
+        url: `/path` or `~/path`, `file:///path`, `ssh://[user@]host[:port]/path`, or
+            `ssh://alias/path` (an alias is resolved through `~/.ssh/config` by the transport).
+
+    Returns:
+        The parsed `RemoteURL`; percent-escapes are decoded.
+
+    Raises:
+        ValueError: with a one-line message saying what is wrong and what to write instead.
+            A password in an ssh url is refused without echoing it.
+
+    Example:
+        >>> parse_remote_url("ssh://me@nas:2222/srv/memsync")
+        RemoteURL(scheme='ssh', path='/srv/memsync', host='nas', user='me', port=2222)
+    """
+    if not url.strip():
+        raise ValueError(f"empty url; write {_URL_FORMS}")
+    if url != url.strip() or any(ord(ch) < 0x20 or ch == "\x7f" for ch in url):
+        raise ValueError("url has surrounding spaces or control characters")
+    scheme, sep, _ = url.partition("://")
+    if not sep or not _SCHEME_RE.fullmatch(scheme):
+        return _parse_local(url)
+    scheme = scheme.lower()
+    if scheme == "file":
+        return _parse_file_url(url)
+    if scheme == "ssh":
+        return _parse_ssh_url(url)
+    # Do not echo the url: it may hold credentials meant for another tool.
+    raise ValueError(f"unsupported url scheme {scheme!r}; write {_URL_FORMS}")
+
+
+def _parse_local(text: str) -> RemoteURL:
+    expanded = os.path.expanduser(text)
+    if not os.path.isabs(expanded):
+        # "user@host:path" is scp's syntax, not a relative path the user meant.
+        scp_like = re.match(r"[^/]*:", text) is not None
+        hint = "; for SSH write ssh://[user@]host/path" if scp_like else ""
+        raise ValueError(f"{text!r} is not an absolute path; write /path or ~/path{hint}")
+    return RemoteURL(scheme="file", path=expanded)
+
+
+def _parse_file_url(url: str) -> RemoteURL:
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise ValueError(f"{url!r} has a ?query or #fragment; percent-encode '?' and '#' in paths")
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(
+            f"{url!r} names a host ({parts.netloc!r}); write file:///path (three slashes)"
+            " for a folder, or ssh://host/path for another machine"
+        )
+    path = unquote(parts.path)
+    if not path.startswith("/"):
+        raise ValueError(f"{url!r} has no absolute path; write file:///path")
+    return RemoteURL(scheme="file", path=path)
+
+
+def _parse_ssh_url(url: str) -> RemoteURL:
+    parts = urlsplit(url)
+    # First, before any message that could echo the url.
+    if parts.password is not None:
+        raise ValueError("no passwords in the config; use a key or ssh-agent")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise ValueError(f"{url!r} has a ?query or #fragment; percent-encode '?' and '#' in paths")
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"{url!r} has no host; write ssh://[user@]host[:port]/path")
+    # A leading "-" would read as an option if a host or user ever reached an ssh command line.
+    if not _HOST_RE.fullmatch(host) or host.startswith("-"):
+        raise ValueError(f"{url!r}: invalid host name {host!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or (port is None and parts.netloc.endswith(":")):
+        raise ValueError(f"{url!r}: the port must be a number from 1 to 65535")
+    user = None if parts.username is None else unquote(parts.username)
+    if user is not None and (not user or user.startswith("-") or "/" in user):
+        raise ValueError(f"{url!r}: invalid user name {user!r}")
+    path = unquote(parts.path)
+    if not path or path == "/":
+        raise ValueError(f"{url!r} has no path; write ssh://host/path/to/hub")
+    return RemoteURL(scheme="ssh", path=path, host=host, user=user, port=port)
+
+
+# --- environment defaults -------------------------------------------------------------
+
+
+def _xdg_dir(env: Mapping[str, str], var: str, fallback: str) -> Path:
+    # The XDG base directory spec says to ignore a relative value.
+    value = env.get(var, "")
+    if value and os.path.isabs(value):
+        return Path(value)
+    return Path(os.path.expanduser(fallback))
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """Return where the config file is looked for.
+
+    `$MEMSYNC_CONFIG` if set, else `$XDG_CONFIG_HOME/memsync/config.toml`, else
+    `~/.config/memsync/config.toml`. `env` defaults to `os.environ`.
+    """
+    env = os.environ if env is None else env
+    explicit = env.get("MEMSYNC_CONFIG", "")
+    if explicit:
+        return Path(os.path.expanduser(explicit))
+    return _xdg_dir(env, "XDG_CONFIG_HOME", "~/.config") / "memsync" / "config.toml"
+
+
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Return `$XDG_STATE_HOME/memsync`, else `~/.local/state/memsync`."""
+    env = os.environ if env is None else env
+    return _xdg_dir(env, "XDG_STATE_HOME", "~/.local/state") / "memsync"
+
+
+def _default_memories() -> tuple[MemoryConfig, ...]:
+    return (MemoryConfig(name=_DEFAULT_MEMORY_NAME, path=Path(_DEFAULT_MEMORY_PATH)),)
+
+
+# --- the models -----------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+    )
+
+
+class MemoryConfig(_Model):
+    """One `[[memory]]`: a local memory file and the remotes it syncs through."""
+
+    name: _Name
+    """Its name in the hub: the folder `<remote>/<name>/` holds one file per replica."""
+    path: _Path
+    """The local JSON Lines file the agents append to."""
+    remotes: Annotated[tuple[_Name, ...], BeforeValidator(_as_tuple)] | None = None
+    """Names of `[[remote]]`s to sync through; None (the key left out) means every remote."""
+
+    @field_validator("remotes")
+    @classmethod
+    def _no_repeats(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        seen: set[str] = set()
+        for index, name in enumerate(value or ()):
+            if name in seen:
+                raise _KeyedValueError((index,), f"remote {name!r} is listed twice")
+            seen.add(name)
+        return value
+
+
+class RemoteConfig(_Model):
+    """One `[[remote]]`: a hub directory, in a shared folder or on an SSH host."""
+
+    name: _Name
+    """How memories and messages refer to this remote."""
+    url: str
+    """Where the hub is, as written (see `parsed_url` for the parts)."""
+    identity_file: _Path | None = None
+    """SSH only: private key to use; else ssh-agent and `~/.ssh/config` decide."""
+    known_hosts: _Path | None = None
+    """SSH only: known_hosts file to check the host key against; else `~/.ssh/known_hosts`."""
+    accept_new_host_key: bool = False
+    """SSH only: trust and record an unknown host key on first contact (OpenSSH accept-new);
+    a changed key is still refused."""
+    poll_seconds: float = Field(default=30.0, gt=0)
+    """How often to look for other machines' writes (a folder's inotify never sees them)."""
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        parse_remote_url(value)
+        return value
+
+    @model_validator(mode="after")
+    def _ssh_only_keys(self) -> RemoteConfig:
+        if self.parsed_url.scheme != "ssh":
+            for key in _SSH_ONLY:
+                if key in self.model_fields_set:
+                    raise _KeyedValueError(
+                        (key,), f"{key!r} applies to ssh:// remotes only; this one is a folder"
+                    )
+        return self
+
+    @property
+    def parsed_url(self) -> RemoteURL:
+        """`url` split into scheme, host, user, port and path (already validated)."""
+        return parse_remote_url(self.url)
+
+
+class CompactionConfig(_Model):
+    """`[compaction]`: when files are rewritten small (DESIGN "Compaction")."""
+
+    schedule: str = "17 3 * * *"
+    """Cron expression, 5 fields, local time. Weekdays by name (mon-fri), not by number."""
+    quiet_seconds: float = Field(default=60.0, ge=0)
+    """Compact a file only after it has not changed for this long."""
+    tombstone_horizon_days: int = Field(default=90, ge=1)
+    """Keep deletion markers this long, so that no machine brings a deleted entry back."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _check_schedule(cls, value: str) -> str:
+        # Imported here: apscheduler is heavy and only the daemon and check-config get here.
+        from apscheduler.triggers.cron import CronTrigger
+
+        example = "write 5 fields 'minute hour day month weekday', e.g. '17 3 * * *'"
+        try:
+            CronTrigger.from_crontab(value, timezone=dt.UTC)
+        except ValueError as exc:
+            raise ValueError(f"invalid cron expression {value!r} ({exc}); {example}") from exc
+        # APScheduler 3 numbers weekdays from Monday=0, cron from Sunday=0
+        # (https://github.com/agronholm/apscheduler/issues/286): names mean the same in both.
+        if re.search(r"\d", value.split()[4]):
+            raise ValueError(
+                f"cron expression {value!r}: write weekdays by name (sun, mon-fri), not by"
+                " number: APScheduler 3 counts them from Monday, cron from Sunday"
+            )
+        return value
+
+
+class DaemonConfig(_Model):
+    """`[daemon]`: how `memsync daemon` runs."""
+
+    debounce_ms: int = Field(default=200, ge=0)
+    """Wait this long after a file change for more changes before syncing."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Least severe log message written to stderr (the journal, under systemd)."""
+    reconcile_seconds: float = Field(default=300.0, gt=0)
+    """Run a full reconciliation pass this often, catching whatever a watcher missed."""
+
+
+class Config(_Model):
+    """The whole config file. `load_config` reads one; `default_config` is the built-in one."""
+
+    state_dir: _Path = Field(default_factory=default_state_dir)
+    """Offsets, replica ids and status: a cache, safe to delete."""
+    replica: _Name | None = None
+    """This machine's replica id; None means one made up once and kept in `state_dir`."""
+    memory: Annotated[tuple[MemoryConfig, ...], BeforeValidator(_as_tuple)] = Field(
+        default_factory=_default_memories, min_length=1
+    )
+    """The `[[memory]]` tables; left out, one memory named "memory" at the default path."""
+    remote: Annotated[tuple[RemoteConfig, ...], BeforeValidator(_as_tuple)] = ()
+    """The `[[remote]]` tables; none means memsync only keeps local files tidy."""
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    """The `[compaction]` table."""
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    """The `[daemon]` table."""
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Config:
+        _check_unique("memory", [m.name for m in self.memory], "name")
+        _check_unique("memory", [m.path for m in self.memory], "path")
+        _check_unique("remote", [r.name for r in self.remote], "name")
+        defined = [r.name for r in self.remote]
+        for index, memory in enumerate(self.memory):
+            for position, name in enumerate(memory.remotes or ()):
+                if name not in defined:
+                    close = difflib.get_close_matches(name, defined, n=1)
+                    hint = f"did you mean {close[0]!r}?" if close else _listing(defined)
+                    raise _KeyedValueError(
+                        ("memory", index, "remotes", position),
+                        f"no [[remote]] is named {name!r} ({hint})",
+                    )
+        return self
+
+    def memory_remotes(self, memory: MemoryConfig | str) -> list[RemoteConfig]:
+        """Return the remotes `memory` (a `MemoryConfig` or its name) syncs through.
+
+        In the memory's `remotes` order, or in config order when it names none (every remote).
+        Raises KeyError for a memory name not in this config.
+        """
+        if isinstance(memory, str):
+            found = [m for m in self.memory if m.name == memory]
+            if not found:
+                raise KeyError(memory)
+            memory = found[0]
+        if memory.remotes is None:
+            return list(self.remote)
+        by_name = {r.name: r for r in self.remote}
+        return [by_name[name] for name in memory.remotes]
+
+    def to_display_dict(self) -> dict[str, Any]:
+        """Return the resolved config as JSON-ready data, for `memsync check-config`.
+
+        Paths are expanded, defaults filled in, each memory lists its remotes explicitly, and
+        a folder remote's url is shown as its absolute path. The result validates again as a
+        `Config` that means the same.
+        """
+        data: dict[str, Any] = self.model_dump(mode="json")
+        for shown, memory in zip(data["memory"], self.memory, strict=True):
+            shown["remotes"] = [r.name for r in self.memory_remotes(memory)]
+        for shown, remote in zip(data["remote"], self.remote, strict=True):
+            parsed = remote.parsed_url
+            if parsed.scheme == "file":
+                shown["url"] = parsed.path
+                for key in _SSH_ONLY:
+                    del shown[key]
+        return data
+
+
+def _check_unique(table: str, values: list[Any], key: str) -> None:
+    first_seen: dict[Any, int] = {}
+    for index, value in enumerate(values):
+        if value in first_seen:
+            raise _KeyedValueError(
+                (table, index, key),
+                f"{str(value)!r} is already used by {table}[{first_seen[value]}]; {key}s must"
+                " be unique",
+            )
+        first_seen[value] = index
+
+
+def _listing(names: list[str]) -> str:
+    return "defined: " + ", ".join(repr(n) for n in names) if names else "none is defined"
+
+
+def default_config() -> Config:
+    """Return the config the daemon uses when no config file exists.
+
+    One memory named "memory" at `~/.local/share/agent-memory/memory.jsonl`, no remotes, and
+    the default `[compaction]` and `[daemon]` settings.
+    """
+    return Config()
+
+
+# --- loading and error translation ----------------------------------------------------
+
+
+def load_config(path: Path | str) -> Config:
+    """Read and validate a config file.
+
+    Args:
+        path: the TOML file, e.g. `default_config_path()`.
+
+    Returns:
+        The validated, frozen `Config`, with `~` expanded in every path.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, is not valid UTF-8 TOML, or breaks a
+            rule; `.key` is the dotted key (`remote[1].poll_seconds`, empty for a file-level
+            problem) and `.message` one line with a hint. Only the first mistake is reported.
+    """
+    file = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            file, "", "no such file (copy config.example.toml there to start one)"
+        ) from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(file, "", "is a directory, not a config file") from exc
+    except OSError as exc:
+        raise ConfigError(file, "", f"cannot read it: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            file, "", f"not UTF-8 text (byte {exc.start}); TOML files must be UTF-8"
+        ) from exc
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, "", f"TOML syntax error: {exc}") from exc
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        # from None: pydantic's multi-line report is what this message replaces.
+        raise _config_error(file, exc) from None
+
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "tuple_type": "an array",
+    "model_type": "a table",
+    "dict_type": "a table",
+}
+
+
+def _config_error(file: str, exc: ValidationError) -> ConfigError:
+    """Given pydantic's report, return a ConfigError for its first error: dotted key, one line."""
+    error = exc.errors(include_url=False)[0]
+    loc: tuple[str | int, ...] = tuple(error["loc"])
+    kind = error["type"]
+    value = error.get("input")
+    cause = error.get("ctx", {}).get("error")
+    if kind == "extra_forbidden":
+        unknown = str(loc[-1])
+        known = _known_keys(loc[:-1])
+        close = difflib.get_close_matches(unknown, known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
+        return ConfigError(file, _dotted(loc), f"unknown key {unknown!r} ({hint})")
+    if isinstance(cause, _KeyedValueError):
+        return ConfigError(file, _dotted(loc + cause.subloc), str(cause))
+    if isinstance(cause, ValueError):
+        return ConfigError(file, _dotted(loc), str(cause))
+    if kind == "missing":
+        return ConfigError(file, _dotted(loc), f"required key {str(loc[-1])!r} is missing")
+    if kind == "too_short":
+        hint = "; write a [[memory]] table, or leave the key out" if loc == ("memory",) else ""
+        return ConfigError(file, _dotted(loc), f"must not be empty{hint}")
+    if kind in _EXPECTED:
+        message = f"expected {_EXPECTED[kind]}, got {_describe(value)}"
+        if isinstance(value, dict) and kind == "tuple_type" and loc:
+            name = loc[-1]
+            message += f"; write [[{name}]] (an array of tables), not [{name}]"
+        return ConfigError(file, _dotted(loc), message)
+    message = str(error["msg"]).replace("Input should be", "must be", 1)
+    return ConfigError(file, _dotted(loc), f"{message}, got {_describe(value)}")
+
+
+def _known_keys(table_loc: tuple[str | int, ...]) -> list[str]:
+    tables: dict[tuple[str, ...], type[_Model]] = {
+        (): Config,
+        ("memory",): MemoryConfig,
+        ("remote",): RemoteConfig,
+        ("compaction",): CompactionConfig,
+        ("daemon",): DaemonConfig,
+    }
+    model = tables.get(tuple(str(part) for part in table_loc if isinstance(part, str)))
+    return sorted(model.model_fields) if model is not None else []
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    """("remote", 1, "poll_seconds") -> "remote[1].poll_seconds"."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def _describe(value: object) -> str:
+    """Name a TOML value's type, with a short repr for scalars: `string '30'`."""
+    if isinstance(value, bool):
+        kind = "boolean"
+    elif isinstance(value, int):
+        kind = "integer"
+    elif isinstance(value, float):
+        kind = "float"
+    elif isinstance(value, str):
+        kind = "string"
+    elif isinstance(value, dt.date | dt.time):
+        kind = "date/time"
+    elif isinstance(value, list | tuple):
+        return "an array"
+    elif isinstance(value, dict):
+        return "a table"
+    else:
+        kind = type(value).__name__
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return f"{kind} {shown}"
