@@ -21,6 +21,7 @@ from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.memfile import Memory, check_files, prompt_of, view_of
+from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files
 
 __all__ = ["main"]
 
@@ -161,6 +162,59 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if report.clean else EXIT_FOUND
 
 
+# Merging: merge, handoff
+
+
+def _print_merge(result: MergeResult, as_json: bool, *, show_records: bool = False) -> None:
+    if as_json:
+        doc = result.to_json()
+        if show_records:
+            doc["records"] = [json.loads(r.raw) for r in result.records]
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        return
+    verb = "would append" if result.dry_run else "appended"
+    print(
+        f"{result.dest}: {verb} {result.appended} record(s) ({result.bytes_appended} bytes); "
+        f"{result.duplicates} duplicate(s) and {result.beaten} beaten version(s) skipped"
+    )
+    if show_records:
+        for rec in result.records:
+            print(f"  + {rec.raw.decode('utf-8', 'replace')}")
+    for h in result.held:
+        print(
+            f"held: {h['file']}:{h['line']}: id {h['id']} dated {h['created_at']}, more "
+            "than 24 h ahead of this clock; it will be merged when its time comes"
+        )
+    for b in result.bad:
+        print(f"bad line: {b['file']}:{b['line']}: {b['reason']} (not merged)")
+    for t in result.twins:
+        print(f"twins: id {t['id']} at {t['created_at']} has two different contents (both kept)")
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    sources = _existing(args.sources)
+    if any(src.resolve() == args.into.resolve() for src in sources):
+        raise UsageError(f"{args.into}: cannot merge a file into itself")
+    result = merge_files(args.into, sources, now=args.now, dry_run=args.dry_run)
+    _print_merge(result, args.json)
+    return EXIT_OK
+
+
+def cmd_handoff(args: argparse.Namespace) -> int:
+    [src] = _existing([args.src])
+    if src.resolve() == args.dest.resolve():
+        raise UsageError(f"{args.dest}: cannot hand a file off to itself")
+    selection = HandoffFilter(
+        scopes=tuple(args.scope),
+        kinds=tuple(args.kind),
+        min_confidence=args.min_confidence,
+        since=args.since,
+    )
+    result = handoff(src, args.dest, selection, now=args.now, dry_run=args.dry_run)
+    _print_merge(result, args.json, show_records=args.dry_run)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="memsync",
@@ -208,6 +262,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser("merge", help="append to DEST the records of SRC... that it lacks")
+    p.add_argument("sources", type=Path, nargs="+", metavar="SRC")
+    p.add_argument("--into", type=Path, required=True, metavar="DEST")
+    p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
+    p.add_argument("--dry-run", action="store_true", help="say what would be appended")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_merge)
+
+    p = sub.add_parser("handoff", help="hand a memory, or a slice of it, to another agent")
+    p.add_argument("src", type=Path, metavar="SRC")
+    p.add_argument("dest", type=Path, metavar="DEST")
+    p.add_argument("--scope", action="append", default=[], help="repeat for several")
+    p.add_argument("--kind", action="append", choices=KINDS, default=[])
+    p.add_argument("--min-confidence", type=_confidence, default=None, metavar="F")
+    p.add_argument("--since", type=_timestamp, default=None, metavar="TS")
+    p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
+    p.add_argument("--dry-run", action="store_true", help="list what would be appended")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_handoff)
 
     for register in _EXTRA_COMMANDS:
         register(sub)

@@ -75,7 +75,7 @@ def header_line(now: int, generation: str | None = None) -> bytes:
 
 
 @contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
     """Pause the cyclic GC while folding many records: they hold no cycles, and generation-2
     passes over a million live objects would cost more than the fold itself."""
     enabled = gc.isenabled()
@@ -109,7 +109,7 @@ def scan(
     Raises OSError for a file that cannot be read and UnsupportedFormat (rule 2).
     """
     result = ScanResult()
-    with _no_gc():
+    with no_gc():
         for i, path in enumerate(paths):
             name = names[i] if names else str(path)
             for chunk in read_chunks(path):

@@ -1,0 +1,291 @@
+"""Merging memory files: read the destination's state, plan (pure, `memsync.core.merge`),
+and apply under the destination's lock. Also `handoff`, which merges a filtered slice.
+
+The destination's existing bytes never change: a merge only appends whole lines, copied
+byte for byte from the sources (SEMANTICS rules 5 and 13).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memsync.core.merge import DEFAULT_MAX_FUTURE, FileState, MergePlan, line_digest, plan_merge
+from memsync.core.records import Record
+from memsync.core.timestamps import format_ts
+from memsync.core.view import build_view
+from memsync.lock import DEFAULT_TIMEOUT, file_lock
+from memsync.memfile import header_line, no_gc, now_us, scan
+from memsync.storage import append_bytes, read_chunks
+
+__all__ = [
+    "HandoffFilter",
+    "MergeResult",
+    "PendingMerge",
+    "apply_merge",
+    "handoff",
+    "merge_files",
+    "plan_file_merge",
+    "read_state",
+]
+
+
+def read_state(path: Path, name: str | None = None) -> tuple[FileState, int, int]:
+    """Fold every complete line of `path` into a `FileState`; also return the offset read to
+    and the file's inode (a missing file is an empty state at offset 0)."""
+    state = FileState()
+    try:
+        ino = os.stat(path).st_ino
+    except FileNotFoundError:
+        return state, 0, 0
+    end = 0
+    with no_gc():
+        for chunk in read_chunks(path):
+            state.add_lines(chunk.lines, source=name or str(path), first_line=chunk.first_line)
+            end = chunk.end
+    return state, end, ino
+
+
+def _source_lines(paths: Sequence[Path]) -> Iterator[tuple[str, int, bytes]]:
+    for path in paths:
+        for chunk in read_chunks(path):
+            for n, raw in enumerate(chunk.lines, chunk.first_line):
+                yield str(path), n, raw
+
+
+@dataclass
+class PendingMerge:
+    """A merge planned against a destination as it was at byte `dest_end` of inode
+    `dest_ino`; `apply_merge` checks that before it appends."""
+
+    dest: Path
+    plan: MergePlan
+    dest_end: int
+    dest_ino: int
+
+
+@dataclass
+class MergeResult:
+    """What a merge did (the `merge` summary and its `--json` document)."""
+
+    dest: str
+    appended: int = 0
+    bytes_appended: int = 0
+    duplicates: int = 0
+    beaten: int = 0
+    held: list[dict[str, Any]] = field(default_factory=list)
+    bad: list[dict[str, Any]] = field(default_factory=list)
+    twins: list[dict[str, Any]] = field(default_factory=list)
+    dry_run: bool = False
+    records: list[Record] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dest": self.dest,
+            "appended": self.appended,
+            "bytes_appended": self.bytes_appended,
+            "duplicates": self.duplicates,
+            "beaten": self.beaten,
+            "held": self.held,
+            "bad": self.bad,
+            "twins": self.twins,
+            "dry_run": self.dry_run,
+        }
+
+
+def plan_file_merge(
+    dest: Path,
+    sources: Sequence[Path],
+    *,
+    now: int | None = None,
+    max_future: int = DEFAULT_MAX_FUTURE,
+) -> PendingMerge:
+    """Plan merging `sources` into `dest` without changing anything."""
+    state, end, ino = read_state(dest)
+    with no_gc():
+        plan = plan_merge(
+            state, _source_lines(sources), now_us() if now is None else now, max_future
+        )
+    return PendingMerge(dest, plan, end, ino)
+
+
+def plan_records_merge(
+    dest: Path,
+    records: Iterable[tuple[str, int, bytes]],
+    *,
+    now: int | None = None,
+    max_future: int = DEFAULT_MAX_FUTURE,
+) -> PendingMerge:
+    """Plan merging given lines (source name, line number, raw) into `dest`."""
+    state, end, ino = read_state(dest)
+    plan = plan_merge(state, records, now_us() if now is None else now, max_future)
+    return PendingMerge(dest, plan, end, ino)
+
+
+def apply_merge(pending: PendingMerge, *, lock_timeout: float = DEFAULT_TIMEOUT) -> MergeResult:
+    """Append a planned merge to its destination, under the destination's lock.
+
+    Lines that reached the destination after the plan was made are read first: a planned
+    record already among them is not appended again. If the file was replaced meanwhile
+    (compaction: another inode, or shorter), the merge is planned again.
+    """
+    dest = pending.dest
+    with file_lock(dest, lock_timeout):
+        pending = _refresh(pending)
+        plan = pending.plan
+        data = plan.data()
+        if data:
+            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            append_bytes(dest, data, header=header_line(now_us()))
+    return _result(pending, dry_run=False)
+
+
+def _refresh(pending: PendingMerge) -> PendingMerge:
+    dest = pending.dest
+    try:
+        st = os.stat(dest)
+    except FileNotFoundError:
+        st = None
+    if st is None:
+        if pending.dest_end == 0:
+            return pending
+        raise FileNotFoundError(f"{dest}: removed while a merge was planned")
+    if pending.dest_end and (st.st_ino != pending.dest_ino or st.st_size < pending.dest_end):
+        raise _Replanned(dest)
+    if st.st_size == pending.dest_end or not pending.plan.append:
+        return pending
+    arrived: set[int] = set()
+    for chunk in read_chunks(dest, pending.dest_end):
+        arrived.update(line_digest(raw) for raw in chunk.lines)
+    plan = pending.plan
+    kept = [r for r in plan.append if line_digest(r.raw) not in arrived]
+    plan.duplicates += len(plan.append) - len(kept)
+    plan.append = kept
+    return pending
+
+
+class _Replanned(Exception):
+    """The destination was replaced since the plan was made."""
+
+
+def merge_files(
+    dest: Path,
+    sources: Sequence[Path],
+    *,
+    now: int | None = None,
+    max_future: int = DEFAULT_MAX_FUTURE,
+    dry_run: bool = False,
+    lock_timeout: float = DEFAULT_TIMEOUT,
+) -> MergeResult:
+    """Append to `dest` (created if missing) the records of `sources` it lacks (rule 14)."""
+    for _attempt in range(3):
+        pending = plan_file_merge(dest, sources, now=now, max_future=max_future)
+        if dry_run:
+            return _result(pending, dry_run=True)
+        try:
+            return apply_merge(pending, lock_timeout=lock_timeout)
+        except _Replanned:
+            continue  # compacted between plan and apply: plan again against the new file
+    raise OSError(f"{dest}: replaced repeatedly during the merge; try again")
+
+
+def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
+    plan = pending.plan
+    return MergeResult(
+        dest=str(pending.dest),
+        appended=len(plan.append),
+        bytes_appended=len(plan.data()),
+        duplicates=plan.duplicates,
+        beaten=plan.beaten,
+        held=[
+            {
+                "file": h.source,
+                "line": h.line,
+                "id": h.record.id,
+                "created_at": format_ts(h.record.ts),
+            }
+            for h in plan.held
+        ],
+        bad=[{"file": b.file, "line": b.line, "reason": b.reason} for b in plan.bad],
+        twins=[{"id": a.id, "created_at": format_ts(a.ts)} for a, _ in plan.twins],
+        dry_run=dry_run,
+        records=list(plan.append),
+    )
+
+
+@dataclass(frozen=True)
+class HandoffFilter:
+    """Which slice of a memory to hand off: scopes (any of; domain scopes match their
+    subdomains), kinds (any of), a minimum confidence, and a `since` instant."""
+
+    scopes: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    min_confidence: float | None = None
+    since: int | None = None
+
+    def matches(self, rec: Record) -> bool:
+        obj = rec.fields()
+        if self.kinds and obj["kind"] not in self.kinds:
+            return False
+        scope = obj.get("scope", "global")
+        if self.scopes and not any(_within(scope, s) for s in self.scopes):
+            return False
+        if self.min_confidence is not None and obj.get("confidence", 1.0) < self.min_confidence:
+            return False
+        return self.since is None or rec.ts >= self.since
+
+
+def _within(entry_scope: str, wanted: str) -> bool:
+    """Whether an entry's scope falls in a handed-off scope: the same scope, or a subdomain
+    of a handed-off domain (`api.github.com` is within `github.com`)."""
+    if entry_scope == wanted:
+        return True
+    return ":" not in wanted and "." in wanted and entry_scope.endswith("." + wanted)
+
+
+def handoff(
+    src: Path,
+    dest: Path,
+    selection: HandoffFilter,
+    *,
+    now: int | None = None,
+    dry_run: bool = False,
+    lock_timeout: float = DEFAULT_TIMEOUT,
+) -> MergeResult:
+    """Hand a slice of `src` to `dest`: append what makes DEST's view of the selected ids
+    agree with SRC's: the live current versions that match `selection`, and SRC's
+    tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14)."""
+    at = now_us() if now is None else now
+    dest_state, _, _ = read_state(dest)
+    dest_ids = dest_state.index.ids()
+    superseding: list[Record] = []
+
+    def visit(_name: str, _line: int, rec: Record) -> None:
+        if not rec.deleted and rec.supersedes in dest_ids:
+            superseding.append(rec)
+
+    result = scan([src], visit=visit)
+    view = build_view(result.index, at)
+    chosen: dict[bytes, Record] = {}
+    for rec in view.live:
+        if selection.matches(rec):
+            chosen[rec.raw] = rec
+    for rid in dest_ids:
+        tomb = result.index.tombs.get(rid)
+        if tomb is not None:
+            chosen[tomb.raw] = tomb
+    for rec in superseding:
+        chosen[rec.raw] = rec
+    lines = [(str(src), 0, raw) for raw in chosen]
+    pending = plan_records_merge(dest, lines, now=at)
+    if dry_run:
+        return _result(pending, dry_run=True)
+    for _attempt in range(3):
+        try:
+            return apply_merge(pending, lock_timeout=lock_timeout)
+        except _Replanned:
+            pending = plan_records_merge(dest, lines, now=at)
+    raise OSError(f"{dest}: replaced repeatedly during the handoff; try again")
