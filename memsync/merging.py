@@ -13,10 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memsync.core.merge import DEFAULT_MAX_FUTURE, FileState, MergePlan, line_digest, plan_merge
+from memsync.core.lines import classify
+from memsync.core.merge import (
+    DEFAULT_MAX_FUTURE,
+    Incoming,
+    MergePlan,
+    collect_incoming,
+    judge,
+    line_digest,
+    relevant_index,
+    supersession_targets,
+)
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
-from memsync.core.view import build_view
+from memsync.core.view import Index, build_view
 from memsync.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.memfile import header_line, no_gc, now_us, scan
 from memsync.storage import append_bytes, read_chunks
@@ -29,31 +39,59 @@ __all__ = [
     "handoff",
     "merge_files",
     "plan_file_merge",
-    "read_state",
+    "plan_records_merge",
+    "read_digests",
 ]
 
 
-def read_state(path: Path, name: str | None = None) -> tuple[FileState, int, int]:
-    """Fold every complete line of `path` into a `FileState`; also return the offset read to
-    and the file's inode (a missing file is an empty state at offset 0)."""
-    state = FileState()
+def read_digests(path: Path) -> tuple[set[int], int, int]:
+    """The digests of every complete line of `path`, the offset read to, and the inode (a
+    missing file: nothing, 0, 0). The first pass of a file merge: no line is parsed."""
+    digests: set[int] = set()
     try:
         ino = os.stat(path).st_ino
     except FileNotFoundError:
-        return state, 0, 0
+        return digests, 0, 0
     end = 0
     with no_gc():
         for chunk in read_chunks(path):
-            state.add_lines(chunk.lines, source=name or str(path), first_line=chunk.first_line)
+            digests.update(map(line_digest, chunk.lines))
             end = chunk.end
-    return state, end, ino
+    return digests, end, ino
 
 
-def _source_lines(paths: Sequence[Path]) -> Iterator[tuple[str, int, bytes]]:
+def read_relevant(path: Path, inc: Incoming) -> Index:
+    """The second pass: an index of the records of `path` that bear on `inc` (and a third,
+    rare one for supersessions, see `supersession_targets`)."""
+    index = Index()
+    if not inc.candidates or not path.exists():
+        return index
+    with no_gc():
+        for chunk in read_chunks(path):
+            relevant_index(chunk.lines, inc.ids, into=index)
+        targets = supersession_targets(inc, index)
+        if targets:
+            for chunk in read_chunks(path):
+                relevant_index(chunk.lines, set(), targets, into=index)
+    return index
+
+
+def _plan(
+    dest: Path, lines: Iterable[tuple[str, int, list[bytes]]], now: int | None, max_future: int
+) -> PendingMerge:
+    digests, end, ino = read_digests(dest)
+    at = now_us() if now is None else now
+    with no_gc():
+        inc = collect_incoming(digests, lines, at, max_future)
+    del digests
+    plan = judge(inc, read_relevant(dest, inc))
+    return PendingMerge(dest, plan, end, ino)
+
+
+def _source_chunks(paths: Sequence[Path]) -> Iterator[tuple[str, int, list[bytes]]]:
     for path in paths:
         for chunk in read_chunks(path):
-            for n, raw in enumerate(chunk.lines, chunk.first_line):
-                yield str(path), n, raw
+            yield str(path), chunk.first_line, chunk.lines
 
 
 @dataclass
@@ -103,26 +141,24 @@ def plan_file_merge(
     now: int | None = None,
     max_future: int = DEFAULT_MAX_FUTURE,
 ) -> PendingMerge:
-    """Plan merging `sources` into `dest` without changing anything."""
-    state, end, ino = read_state(dest)
-    with no_gc():
-        plan = plan_merge(
-            state, _source_lines(sources), now_us() if now is None else now, max_future
-        )
-    return PendingMerge(dest, plan, end, ino)
+    """Plan merging `sources` into `dest` without changing anything.
+
+    Two streaming passes over `dest` (digests of its lines, then only the records that
+    bear on what is new) and one over the sources: memory follows the destination's line
+    count (a digest each), not its size.
+    """
+    return _plan(dest, _source_chunks(sources), now, max_future)
 
 
 def plan_records_merge(
     dest: Path,
-    records: Iterable[tuple[str, int, bytes]],
+    records: Iterable[tuple[str, int, list[bytes]]],
     *,
     now: int | None = None,
     max_future: int = DEFAULT_MAX_FUTURE,
 ) -> PendingMerge:
-    """Plan merging given lines (source name, line number, raw) into `dest`."""
-    state, end, ino = read_state(dest)
-    plan = plan_merge(state, records, now_us() if now is None else now, max_future)
-    return PendingMerge(dest, plan, end, ino)
+    """Plan merging given lines (chunks: source name, first line number, lines)."""
+    return _plan(dest, records, now, max_future)
 
 
 def apply_merge(pending: PendingMerge, *, lock_timeout: float = DEFAULT_TIMEOUT) -> MergeResult:
@@ -246,6 +282,17 @@ def _within(entry_scope: str, wanted: str) -> bool:
     return ":" not in wanted and "." in wanted and entry_scope.endswith("." + wanted)
 
 
+def _ids_of(path: Path) -> set[str]:
+    ids: set[str] = set()
+    if path.exists():
+        for chunk in read_chunks(path):
+            for raw in chunk.lines:
+                parsed = classify(raw)
+                if type(parsed) is Record:
+                    ids.add(parsed.id)
+    return ids
+
+
 def handoff(
     src: Path,
     dest: Path,
@@ -259,8 +306,7 @@ def handoff(
     agree with SRC's: the live current versions that match `selection`, and SRC's
     tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14)."""
     at = now_us() if now is None else now
-    dest_state, _, _ = read_state(dest)
-    dest_ids = dest_state.index.ids()
+    dest_ids = _ids_of(dest)
     superseding: list[Record] = []
 
     def visit(_name: str, _line: int, rec: Record) -> None:
@@ -279,7 +325,7 @@ def handoff(
             chosen[tomb.raw] = tomb
     for rec in superseding:
         chosen[rec.raw] = rec
-    lines = [(str(src), 0, raw) for raw in chosen]
+    lines = [(str(src), 0, list(chosen))]
     pending = plan_records_merge(dest, lines, now=at)
     if dry_run:
         return _result(pending, dry_run=True)

@@ -18,7 +18,7 @@ is a pair of twins: both are kept and reported (rule 9 settles which one wins).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 
 import xxhash
@@ -27,38 +27,28 @@ from memsync.core.lines import BadLine, Invalid, classify
 from memsync.core.records import Record, canonical
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
 
-__all__ = ["DEFAULT_MAX_FUTURE", "FileState", "Held", "MergePlan", "line_digest", "plan_merge"]
+__all__ = [
+    "DEFAULT_MAX_FUTURE",
+    "Held",
+    "Incoming",
+    "MergePlan",
+    "collect_incoming",
+    "dest_relevant",
+    "judge",
+    "line_digest",
+    "plan_merge",
+    "relevant_index",
+    "supersession_targets",
+]
 
 DEFAULT_MAX_FUTURE = 24 * 3600 * 1_000_000
 """Records dated more than this (microseconds) ahead of `now` are held, not merged yet."""
 
 
-def line_digest(raw: bytes) -> int:
-    """A 128-bit digest of a line's bytes: equal digests mean byte-identical lines (the
-    chance of two different lines colliding is about 2**-128 a pair)."""
-    return xxhash.xxh3_128_intdigest(raw.rstrip(b"\r"))
-
-
-@dataclass(slots=True)
-class FileState:
-    """What a merge needs to know of its destination: the index of its records and the
-    digests of its lines. Built by folding the file's lines with `add_lines`."""
-
-    index: Index = field(default_factory=Index)
-    digests: set[int] = field(default_factory=set)
-    bad: list[BadLine] = field(default_factory=list)
-
-    def add_lines(self, lines: Iterable[bytes], *, source: str, first_line: int = 1) -> None:
-        """Fold complete lines of the destination (rule 2 headers and blank lines included)."""
-        add_digest = self.digests.add
-        add = self.index.add
-        for n, raw in enumerate(lines, first_line):
-            add_digest(line_digest(raw))
-            parsed = classify(raw, source=source, line_no=n)
-            if type(parsed) is Record:
-                add(parsed)
-            elif type(parsed) is Invalid:
-                self.bad.append(BadLine(source, n, parsed.reason))
+line_digest: Callable[[bytes], int] = xxhash.xxh3_128_intdigest
+"""A 128-bit digest of a line's bytes: equal digests mean byte-identical lines (the chance
+of two different lines colliding is about 2**-128 a pair). A C function, mapped over whole
+chunks of lines."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,42 +98,122 @@ def _later(a: Record | None, b: Record | None) -> Record | None:
     return a if a.ts >= b.ts else b
 
 
-def plan_merge(
-    dest: FileState,
-    incoming: Iterable[tuple[str, int, bytes]],
+@dataclass(slots=True)
+class Incoming:
+    """The incoming lines a destination does not hold byte for byte, classified.
+
+    `ids` names what the destination must be asked about (see `relevant_index`).
+    """
+
+    candidates: list[Record] = field(default_factory=list)
+    batch: Index = field(default_factory=Index)
+    known: int = 0
+    held: list[Held] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+
+    @property
+    def ids(self) -> set[str]:
+        return {r.id for r in self.candidates}
+
+
+def collect_incoming(
+    known: Container[int],
+    incoming: Iterable[tuple[str, int, list[bytes]]],
     now: int,
     max_future: int = DEFAULT_MAX_FUTURE,
-) -> MergePlan:
-    """Plan the merge of `incoming` (source name, line number, raw line) into `dest`.
+) -> Incoming:
+    """First half of a merge: drop the lines whose digest is `known` (the destination's
+    lines: the fast path, no parsing), classify the rest, hold the future-dated (more than
+    `max_future` ahead of `now`), and report bad lines (rule 4).
 
-    The plan depends on the set of incoming lines, not on their order, except for the
-    order-free choice of which of several byte-different duplicates is kept.
+    `incoming` yields chunks: (source name, line number of the first line, lines).
     """
-    plan = MergePlan()
-    batch = Index()
-    candidates: list[Record] = []
-    known = dest.digests
+    inc = Incoming()
     seen: set[int] = set()
     limit = now + max_future
-    for source, line_no, raw in incoming:
-        digest = line_digest(raw)
-        if digest in known or digest in seen:
-            plan.duplicates += 1
-            continue
-        seen.add(digest)
-        parsed = classify(raw, source=source, line_no=line_no)
-        if type(parsed) is Record:
-            if parsed.ts > limit:
-                plan.held.append(Held(source, line_no, parsed))
+    for source, first_line, lines in incoming:
+        digests = list(map(line_digest, lines))
+        fresh = [i for i, d in enumerate(digests) if d not in known]
+        inc.known += len(lines) - len(fresh)
+        for i in fresh:
+            digest = digests[i]
+            if digest in seen:
+                inc.known += 1
+                continue
+            seen.add(digest)
+            line_no = first_line + i
+            parsed = classify(lines[i], source=source, line_no=line_no)
+            if type(parsed) is Record:
+                if parsed.ts > limit:
+                    inc.held.append(Held(source, line_no, parsed))
+                else:
+                    inc.batch.add(parsed)
+                    inc.candidates.append(parsed)
+            elif type(parsed) is Invalid:
+                inc.bad.append(BadLine(source, line_no, parsed.reason))
+    return inc
+
+
+def dest_relevant(rec: Record, ids: Container[str], targets: Container[str]) -> bool:
+    """Whether a destination record bears on judging the incoming candidates: a record of
+    one of their ids, or an entry superseding one of the ids they supersede."""
+    return rec.id in ids or (rec.supersedes is not None and rec.supersedes in targets)
+
+
+_ID_PREFIXES = ((b'{"id": "', 8), (b'{"id":"', 7))
+
+
+def relevant_index(
+    lines: Iterable[bytes],
+    ids: set[str],
+    targets: set[str] = frozenset(),  # type: ignore[assignment]
+    into: Index | None = None,
+) -> Index:
+    """Fold the destination lines that bear on a merge into an index: the records of `ids`
+    and the entries superseding one of `targets` (see `dest_relevant`).
+
+    Without parsing, a line that starts the usual way (`{"id": "...`) and names another
+    id is skipped, unless `targets` are asked for; any other line is classified.
+    """
+    index = Index() if into is None else into
+    ids_bytes = {rid.encode() for rid in ids}
+    for raw in lines:
+        if not targets:
+            for prefix, start in _ID_PREFIXES:
+                if raw.startswith(prefix):
+                    rid = raw[start : raw.find(b'"', start)]
+                    skip = rid not in ids_bytes and b"\\" not in rid
+                    break
             else:
-                batch.add(parsed)
-                candidates.append(parsed)
-        elif type(parsed) is Invalid:
-            plan.bad.append(BadLine(source, line_no, parsed.reason))
-    superseded = dict(dest.index.superseded)
+                skip = False
+            if skip:
+                continue
+        parsed = classify(raw)
+        if type(parsed) is Record and dest_relevant(parsed, ids, targets):
+            index.add(parsed)
+    return index
+
+
+def supersession_targets(inc: Incoming, dest: Index) -> set[str]:
+    """The ids superseded by candidates that `judge` would find beaten: only for those does
+    it need to know whether the destination already records the supersession (rule 10),
+    so only for those is the destination searched for superseding entries."""
+    scratch = MergePlan()
+    return {
+        rec.supersedes
+        for rec in inc.candidates
+        if rec.supersedes is not None and _judge(rec, dest, inc.batch, scratch) == "beaten"
+    }
+
+
+def judge(inc: Incoming, dest: Index) -> MergePlan:
+    """Second half of a merge: decide each candidate against `dest`, an index holding (at
+    least) every destination record for which `dest_relevant` is true (rules 7, 10, 14)."""
+    plan = MergePlan(duplicates=inc.known, held=inc.held, bad=inc.bad)
+    superseded = dict(dest.superseded)
     chosen: list[Record] = []
-    for rec in candidates:
-        verdict = _judge(rec, dest.index, batch, plan)
+    for rec in inc.candidates:
+        verdict = _judge(rec, dest, inc.batch, plan)
         if verdict == "append" or (verdict == "beaten" and _new_supersession(rec, superseded)):
             chosen.append(rec)
             _note_supersession(rec, superseded)
@@ -153,8 +223,26 @@ def plan_merge(
             plan.duplicates += 1
     chosen.sort(key=lambda r: (r.ts, r.id))
     plan.append = chosen
-    plan.twins.extend(batch.twins)
+    plan.twins.extend(inc.batch.twins)
     return plan
+
+
+def plan_merge(
+    dest: Iterable[bytes],
+    incoming: Iterable[tuple[str, int, list[bytes]]],
+    now: int,
+    max_future: int = DEFAULT_MAX_FUTURE,
+) -> MergePlan:
+    """Plan the merge of `incoming` (chunks of source lines) into a destination
+    whose complete lines are `dest` (an in-memory convenience over `collect_incoming` and
+    `judge`; the file merge streams the destination twice instead)."""
+    lines = list(dest)
+    inc = collect_incoming({line_digest(raw) for raw in lines}, incoming, now, max_future)
+    index = relevant_index(lines, inc.ids)
+    targets = supersession_targets(inc, index)
+    if targets:
+        relevant_index(lines, set(), targets, into=index)
+    return judge(inc, index)
 
 
 def _judge(rec: Record, dest: Index, batch: Index, plan: MergePlan) -> str:
