@@ -1,0 +1,60 @@
+"""Transports: how memsync reaches a hub (a shared directory or an SSH host).
+
+`open_transport` builds one from explicit arguments; paramiko is imported only when an SSH
+transport is opened, so that `import memsync` stays light.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memsync.errors import TransportError
+from memsync.transports.base import RemoteFile, Transport, validate_name
+
+__all__ = ["RemoteFile", "Transport", "open_transport", "validate_name"]
+
+
+def open_transport(
+    scheme: str,
+    path: str,
+    *,
+    host: str | None = None,
+    user: str | None = None,
+    port: int | None = None,
+    identity_file: str | Path | None = None,
+    known_hosts: str | Path | None = None,
+    accept_new_host_key: bool = False,
+) -> Transport:
+    """Return the transport for a hub; nothing is connected until the first call.
+
+    Args:
+        scheme: "file" for a directory (local or mounted), "ssh" for an SSH host.
+        path: the hub root directory.
+        host, user, port, identity_file, known_hosts, accept_new_host_key: for "ssh" only;
+            see `memsync.transports.ssh.SSHTransport`.
+
+    Raises:
+        TransportError: an unknown scheme, or "ssh" without a host.
+
+    Example:
+        >>> hub = open_transport("file", "/mnt/shared/memsync")
+    """
+    if scheme == "file":
+        from memsync.transports.localdir import LocalDirTransport
+
+        return LocalDirTransport(Path(path))
+    if scheme == "ssh":
+        if not host:
+            raise TransportError(f"ssh remote {path!r}: no host given")
+        from memsync.transports.ssh import SSHTransport
+
+        return SSHTransport(
+            host,
+            path,
+            user=user,
+            port=port,
+            identity_file=identity_file,
+            known_hosts=known_hosts,
+            accept_new_host_key=accept_new_host_key,
+        )
+    raise TransportError(f"unknown remote scheme {scheme!r}; expected 'file' or 'ssh'")

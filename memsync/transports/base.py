@@ -1,0 +1,132 @@
+"""The `Transport` protocol: what sync needs from a hub, and nothing more.
+
+A hub is a directory, local or over SSH, laid out as `<root>/<folder>/<name>` where the folder
+is a memory name and the names are replica files (`<replica-id>.jsonl`) and their small
+sidecars (DESIGN.md, "The hub"). Each replica writes only its own files, so the protocol has
+no append and no locks: the one writer of a file says where its bytes go (`write_at`), and
+checks the outcome itself (`size`) after an error.
+
+Names are data from other machines. Every folder and name that goes in or comes out is
+checked with `validate_name`; symlinks are never followed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from memsync.errors import MemsyncError, TransportError, TransportTimeout
+
+__all__ = ["RemoteFile", "Transport", "check_name", "map_errors", "validate_name"]
+
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def validate_name(name: str) -> bool:
+    """Whether `name` may be a memory folder or a file name on a hub.
+
+    `[A-Za-z0-9._-]{1,64}`, and neither "." nor "..": no separators, no traversal.
+    """
+    return name not in (".", "..") and _NAME.fullmatch(name) is not None
+
+
+def check_name(where: str, *names: str) -> None:
+    """Raise `TransportError` naming `where` unless every one of `names` is valid."""
+    for name in names:
+        if not validate_name(name):
+            raise TransportError(f"{where}: invalid name {name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    """A regular file directly inside a hub folder (never a symlink)."""
+
+    name: str
+    size: int
+    mtime: float
+
+
+class Transport(Protocol):
+    """A hub seen from one replica. Implementations raise only `TransportError` subclasses."""
+
+    def list_files(self, folder: str) -> list[RemoteFile]:
+        """Regular files with valid names directly in `folder`; symlinks and others are skipped.
+
+        A missing folder is `[]`; a missing hub root is a `TransportError`, so that an
+        unmounted share never looks like an empty memory.
+        """
+        ...
+
+    def size(self, folder: str, name: str) -> int | None:
+        """The size of a regular file, or None when it does not exist."""
+        ...
+
+    def read(self, folder: str, name: str, offset: int, limit: int) -> bytes:
+        """Up to `limit` bytes from `offset` (fewer at the end). Refuses symlinks."""
+        ...
+
+    def write_at(self, folder: str, name: str, offset: int, data: bytes) -> int:
+        """Write `data` at exactly `offset`, flush it, and return the file's size afterwards.
+
+        `offset == 0` creates a missing folder (0700) and file (0600); an offset past the end
+        is refused. Never an append-mode write: the caller is the file's only writer. After an
+        error the outcome is unknown: call `size` before writing again.
+        """
+        ...
+
+    def replace(self, folder: str, name: str, data: bytes) -> None:
+        """Atomically make `data` the whole content of the file (temp file, fsync, rename)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the transport may be used again afterwards (it reconnects)."""
+        ...
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror  # "[Errno 2] No such file or directory: '/x'" without the repr
+    return text.rstrip(" :.") or type(exc).__name__
+
+
+def _is_timeout(exc: BaseException | None) -> bool:
+    # paramiko raises SSHException from a socket.timeout (banner, channel), so look at the chain.
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError since 3.10
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _translate(where: str, exc: BaseException) -> TransportError:
+    detail = _one_line(exc)
+    if _is_timeout(exc):
+        quiet = detail in ("TimeoutError", "timeout", "timed out")
+        return TransportTimeout(f"{where}: timed out" + ("" if quiet else f" ({detail})"))
+    return TransportError(f"{where}: {detail}")
+
+
+@contextmanager
+def map_errors(where: str) -> Iterator[None]:
+    """Translate OSError, EOFError and paramiko errors into `TransportError` naming `where`.
+
+    `where` is the remote and path, e.g. `ssh://me@host:22/hub/notes/a.jsonl`. Errors that
+    are already memsync's pass through untouched. paramiko is not imported here: its
+    exceptions are recognised by module name, so that `import memsync` stays light.
+    """
+    try:
+        yield
+    except MemsyncError:
+        raise
+    except (OSError, EOFError) as exc:
+        raise _translate(where, exc) from exc
+    except Exception as exc:
+        if not type(exc).__module__.startswith("paramiko"):
+            raise
+        raise _translate(where, exc) from exc
