@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from memsync import __version__
+from memsync.config import default_state_dir
 from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.memfile import Memory, check_files, prompt_of, view_of
-from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files
+from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
 
 __all__ = ["main"]
 
@@ -195,7 +196,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     sources = _existing(args.sources)
     if any(src.resolve() == args.into.resolve() for src in sources):
         raise UsageError(f"{args.into}: cannot merge a file into itself")
-    result = merge_files(args.into, sources, now=args.now, dry_run=args.dry_run)
+    if args.no_index:
+        result = merge_files(args.into, sources, now=args.now, dry_run=args.dry_run)
+    else:
+        result = merge_indexed(
+            args.into, sources, default_state_dir(), now=args.now, dry_run=args.dry_run
+        )
     _print_merge(result, args.json)
     return EXIT_OK
 
@@ -212,6 +218,54 @@ def cmd_handoff(args: argparse.Namespace) -> int:
     )
     result = handoff(src, args.dest, selection, now=args.now, dry_run=args.dry_run)
     _print_merge(result, args.json, show_records=args.dry_run)
+    return EXIT_OK
+
+
+# Compaction
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from memsync.compaction import compact_file, rejected_path
+
+    [path] = _existing([args.file])
+    result = compact_file(
+        path,
+        now=args.now,
+        horizon_days=args.horizon_days,
+        quiet_seconds=args.quiet_seconds,
+        grace_seconds=args.grace_seconds,
+        dry_run=args.dry_run,
+    )
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return EXIT_OK
+    would = "would be " if result.dry_run else ""
+    if not result.dry_run and not result.rewritten:
+        print(f"{path}: nothing to compact ({result.size_before:,} bytes, {result.kept:,} records)")
+        return EXIT_OK
+    print(
+        f"{path}: {result.size_before:,} -> {result.size_after:,} bytes {would}"
+        f"({result.lines_before:,} -> {result.lines_after:,} lines; {result.kept:,} records kept)"
+    )
+    dropped = ", ".join(f"{n:,} {reason}" for reason, n in result.dropped.items())
+    print(f"{'would drop' if result.dry_run else 'dropped'}: {dropped or 'nothing'}")
+    if result.rejected:
+        verb = "would move" if result.dry_run else "moved"
+        print(f"bad lines: {verb} {result.rejected:,} to {rejected_path(path)}")
+    if result.pinned:
+        print(f"kept {result.pinned:,} old tombstone(s) that superseding records need")
+    if result.drained:
+        print(f"copied {result.drained:,} line(s) appended during the compaction")
     return EXIT_OK
 
 
@@ -269,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
     p.add_argument("--dry-run", action="store_true", help="say what would be appended")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--no-index",
+        action="store_true",
+        help="a one-off merge: read everything, keep no index in the state directory",
+    )
     p.set_defaults(handler=cmd_merge)
 
     p = sub.add_parser("handoff", help="hand a memory, or a slice of it, to another agent")
@@ -282,6 +341,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list what would be appended")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_handoff)
+
+    p = sub.add_parser("compact", help="rewrite a file with only what its view needs")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
+    p.add_argument(
+        "--horizon-days",
+        type=_non_negative,
+        default=90.0,
+        metavar="N",
+        help="tombstones older than this may go (default 90)",
+    )
+    p.add_argument(
+        "--quiet-seconds",
+        type=_non_negative,
+        default=60.0,
+        metavar="N",
+        help="start only if the file has not changed for this long (default 60)",
+    )
+    p.add_argument(
+        "--grace-seconds",
+        type=_non_negative,
+        default=5.0,
+        metavar="N",
+        help="how long at most to copy late writes to the old file (default 5)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would be dropped")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_compact)
 
     for register in _EXTRA_COMMANDS:
         register(sub)

@@ -7,11 +7,14 @@ byte for byte from the sources (SEMANTICS rules 5 and 13).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import xxhash
 
 from memsync.core.lines import classify
 from memsync.core.merge import (
@@ -27,6 +30,7 @@ from memsync.core.merge import (
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, build_view
+from memsync.index import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.memfile import header_line, no_gc, now_us, scan
 from memsync.storage import append_bytes, read_chunks
@@ -37,7 +41,9 @@ __all__ = [
     "PendingMerge",
     "apply_merge",
     "handoff",
+    "index_path",
     "merge_files",
+    "merge_indexed",
     "plan_file_merge",
     "plan_records_merge",
     "read_digests",
@@ -335,3 +341,72 @@ def handoff(
         except _Replanned:
             pending = plan_records_merge(dest, lines, now=at)
     raise OSError(f"{dest}: replaced repeatedly during the handoff; try again")
+
+
+def index_path(state_dir: Path, dest: Path) -> Path:
+    """Where the persistent index of memory file `dest` lives in `state_dir`."""
+    key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(dest)))
+    return state_dir / "index" / f"{dest.name[:40]}-{key}.sqlite"
+
+
+def _cursor_chunks(
+    index: FileIndex, sources: Sequence[Path], ends: dict[str, Cursor]
+) -> Iterator[tuple[str, int, list[bytes]]]:
+    """The source lines not read yet: from each source's saved cursor when the source still
+    holds what was read there, else from the start (a rewritten or replaced source)."""
+    for path in sources:
+        key = os.path.realpath(path)
+        cursor = index.cursor(key)
+        if cursor is None or not cursor_valid(path, cursor):
+            cursor = Cursor(0, 0, 1, b"")
+        offset, line = cursor.offset, cursor.line
+        for chunk in read_chunks(path, offset, line):
+            index.bytes_read += chunk.end - chunk.start
+            yield str(path), chunk.first_line, chunk.lines
+            offset, line = chunk.end, chunk.first_line + len(chunk.lines)
+        ends[key] = cursor_at(path, offset, line)
+
+
+def merge_indexed(
+    dest: Path,
+    sources: Sequence[Path],
+    state_dir: Path,
+    *,
+    now: int | None = None,
+    max_future: int = DEFAULT_MAX_FUTURE,
+    dry_run: bool = False,
+    lock_timeout: float = DEFAULT_TIMEOUT,
+) -> MergeResult:
+    """`merge_files` with a persistent index of `dest` in `state_dir`: the destination is
+    read only where it grew since the last merge, each source only past where it was read
+    last time, and the records a merge must be judged against are read with `pread`. A
+    merge of one new record into a million-record file costs milliseconds.
+
+    Records held for being dated too far ahead are kept in the index and offered again at
+    every merge until their time comes.
+    """
+    at = now_us() if now is None else now
+    with FileIndex(dest, index_path(state_dir, dest)) as index, file_lock(dest, lock_timeout):
+        index.refresh()
+        ends: dict[str, Cursor] = {}
+        held_before = [(s, n, [raw]) for s, n, raw in index.held()]
+        chunks = itertools.chain(held_before, _cursor_chunks(index, sources, ends))
+        with no_gc():
+            inc = collect_incoming(index, chunks, at, max_future)
+            relevant = index.relevant(inc.ids)
+            targets = supersession_targets(inc, relevant)
+            if targets:
+                relevant = index.relevant(inc.ids, targets)
+            plan = judge(inc, relevant)
+        pending = PendingMerge(dest, plan, index.offset, 0)
+        if dry_run:
+            return _result(pending, dry_run=True)
+        data = plan.data()
+        if data:
+            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            append_bytes(dest, data, header=header_line(at))
+            index.refresh()
+        for key, cursor in ends.items():
+            index.set_cursor(key, cursor)
+        index.set_held((h.source, h.line, h.record.raw) for h in plan.held)
+    return _result(pending, dry_run=False)

@@ -18,8 +18,9 @@ is a pair of twins: both are kept and reported (rule 9 settles which one wins).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Collection, Container, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import xxhash
 
@@ -29,6 +30,7 @@ from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
+    "DigestSet",
     "Held",
     "Incoming",
     "MergePlan",
@@ -116,8 +118,15 @@ class Incoming:
         return {r.id for r in self.candidates}
 
 
+class DigestSet(Protocol):
+    """What a merge asks of the destination's line digests: which of these it holds.
+    A `set[int]` is one; so is the persistent `memsync.index.FileIndex`."""
+
+    def intersection(self, digests: list[int], /) -> Collection[int]: ...
+
+
 def collect_incoming(
-    known: Container[int],
+    known: DigestSet,
     incoming: Iterable[tuple[str, int, list[bytes]]],
     now: int,
     max_future: int = DEFAULT_MAX_FUTURE,
@@ -133,7 +142,8 @@ def collect_incoming(
     limit = now + max_future
     for source, first_line, lines in incoming:
         digests = list(map(line_digest, lines))
-        fresh = [i for i, d in enumerate(digests) if d not in known]
+        held = known.intersection(digests)
+        fresh = [i for i, d in enumerate(digests) if d not in held] if held else range(len(lines))
         inc.known += len(lines) - len(fresh)
         for i in fresh:
             digest = digests[i]

@@ -1,0 +1,318 @@
+"""A persistent index of one memory file, kept in the state directory (SQLite, stdlib).
+
+It lets a merge into a large file cost what changed instead of a re-read of the file: the
+digest of every line (the merge's fast path), where each id's records and each
+supersession are (so the few records a merge must judge against are read with `pread`),
+and how far the file and each merge source have been read.
+
+It is a cache, checked before every use: the file's inode, its size and a hash of the
+bytes just before the offset read to must match, or the index is rebuilt from the start.
+Deleting it costs one full read of the file and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Self
+
+import xxhash
+
+from memsync.core.lines import classify
+from memsync.core.merge import dest_relevant, line_digest
+from memsync.core.records import Record
+from memsync.core.view import Index
+from memsync.storage import read_chunks, read_tail
+
+__all__ = ["TAIL_BYTES", "Cursor", "FileIndex", "tail_hash"]
+
+TAIL_BYTES = 4096
+"""How many bytes before an offset are hashed to check that a file was not rewritten."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lines (h1 INTEGER PRIMARY KEY, h2 INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS recs (id TEXT NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sups (target TEXT NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS sups_target ON sups (target);
+CREATE TABLE IF NOT EXISTS cursors (
+    name TEXT PRIMARY KEY, ino INTEGER, offset INTEGER, line INTEGER, tail BLOB
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS held (h1 INTEGER PRIMARY KEY, source TEXT, line INTEGER, raw BLOB);
+"""
+_RECS_INDEX = "CREATE INDEX IF NOT EXISTS recs_id ON recs (id)"
+
+_ID_PREFIXES = ((b'{"id": "', 8), (b'{"id":"', 7))
+_NO_SUPERSEDES = (b'"supersedes": null', b'"supersedes":null')
+_BATCH = 900  # SQLite's default limit on host parameters is 999
+_CACHE_AFTER = 20_000  # digests asked about before loading them all into memory
+
+
+def tail_hash(data: bytes) -> bytes:
+    """The check value of the bytes just before an offset."""
+    return xxhash.xxh3_64_digest(data)
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _split_digest(digest: int) -> tuple[int, int]:
+    """A 128-bit digest as two signed 64-bit integers (SQLite's INTEGER): the first is the
+    row key, the second is checked on lookup, so the full 128 bits decide a match."""
+    hi, lo = digest >> 64, digest & _MASK64
+    return (hi - (1 << 64) if hi >= 1 << 63 else hi, lo - (1 << 64) if lo >= 1 << 63 else lo)
+
+
+def _join_digest(h1: int, h2: int) -> int:
+    return ((h1 & _MASK64) << 64) | (h2 & _MASK64)
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """How far a file has been read: its inode, the offset and line number reached, and
+    the hash of the `TAIL_BYTES` before the offset."""
+
+    ino: int
+    offset: int
+    line: int
+    tail: bytes
+
+
+def cursor_valid(path: Path, cursor: Cursor) -> bool:
+    """Whether `path` still holds, up to `cursor.offset`, what was read (same inode, not
+    shorter, the same bytes just before the offset): only then may reading resume there."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    if st.st_ino != cursor.ino or st.st_size < cursor.offset:
+        return False
+    return tail_hash(read_tail(path, cursor.offset, TAIL_BYTES)) == cursor.tail
+
+
+def cursor_at(path: Path, offset: int, line: int) -> Cursor:
+    """A cursor for `path` read up to `offset` (line number `line` next)."""
+    return Cursor(
+        os.stat(path).st_ino, offset, line, tail_hash(read_tail(path, offset, TAIL_BYTES))
+    )
+
+
+class FileIndex:
+    """The persistent index of memory file `path`, stored in `db_path`.
+
+    Call `refresh()` (under the file's lock when writing) before asking it anything.
+    """
+
+    def __init__(self, path: Path, db_path: Path) -> None:
+        self.path = path
+        db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._db = sqlite3.connect(db_path, isolation_level=None)
+        os.chmod(db_path, 0o600)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA cache_size=-65536")  # 64 MiB: bulk inserts stay in memory
+        self._db.executescript(_SCHEMA)
+        self._db.execute(_RECS_INDEX)
+        self.bytes_read = 0
+        # Asked about many digests (a source read from its start), a merge is faster with
+        # every digest in memory than with a query per batch: see `intersection`.
+        self._cache: set[int] | None = None
+        self._asked = 0
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # The file itself
+
+    def _meta(self) -> Cursor | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'file'").fetchone()
+        if row is None:
+            return None
+        ino, offset, line, tail = row[0].split(":")
+        return Cursor(int(ino), int(offset), int(line), bytes.fromhex(tail))
+
+    def _set_meta(self, cursor: Cursor) -> None:
+        value = f"{cursor.ino}:{cursor.offset}:{cursor.line}:{cursor.tail.hex()}"
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('file', ?)", (value,))
+
+    @property
+    def offset(self) -> int:
+        meta = self._meta()
+        return 0 if meta is None else meta.offset
+
+    def refresh(self) -> int:
+        """Catch up with the file: index the lines appended since the last refresh, or
+        everything again if the file was replaced or rewritten. Return the bytes read."""
+        meta = self._meta()
+        if not self.path.exists():
+            self._reset()
+            return 0
+        if meta is None or not cursor_valid(self.path, meta):
+            self._reset()
+            meta = Cursor(os.stat(self.path).st_ino, 0, 1, b"")
+        offset, line = meta.offset, meta.line
+        read = 0
+        rebuild = offset == 0
+        self._db.execute("BEGIN")
+        try:
+            if rebuild:  # a bulk build: sorted inserts, and the id index made once at the end
+                self._db.execute("DROP INDEX IF EXISTS recs_id")
+            for chunk in read_chunks(self.path, offset, line):
+                self._add_chunk(chunk.lines, chunk.start, sort=rebuild)
+                read += chunk.end - chunk.start
+                offset, line = chunk.end, chunk.first_line + len(chunk.lines)
+            if rebuild:
+                self._db.execute(_RECS_INDEX)
+            self._set_meta(cursor_at(self.path, offset, line))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self.bytes_read += read
+        return read
+
+    def _load_cache(self) -> set[int]:
+        if self._cache is None:
+            self._cache = set(self.digests())
+        return self._cache
+
+    def _reset(self) -> None:
+        self._cache = None
+        self._db.executescript(
+            "BEGIN; DELETE FROM lines; DELETE FROM recs; DELETE FROM sups;"
+            " DELETE FROM meta; COMMIT;"
+        )
+
+    def _add_chunk(self, lines: list[bytes], start: int, *, sort: bool = False) -> None:
+        digests = list(map(line_digest, lines))
+        if self._cache is not None or sort:
+            self._load_cache().update(digests)
+        rows = list(map(_split_digest, digests))
+        if sort:
+            rows.sort()
+        # A line whose first half collides with another's is simply not recorded: lookups
+        # compare both halves, so it is parsed and judged like any unknown line.
+        self._db.executemany("INSERT OR IGNORE INTO lines VALUES (?, ?)", rows)
+        recs: list[tuple[str, int, int]] = []
+        sups: list[tuple[str, int, int]] = []
+        off = start
+        for raw in lines:
+            size = len(raw)
+            rid = _quick_id(raw)
+            quick = b'"supersedes"' not in raw or any(n in raw for n in _NO_SUPERSEDES)
+            if rid is not None and quick:
+                recs.append((rid, off, size))
+            else:
+                parsed = classify(raw)
+                if type(parsed) is Record:
+                    recs.append((parsed.id, off, size))
+                    if parsed.supersedes is not None:
+                        sups.append((parsed.supersedes, off, size))
+            off += size + 1
+        self._db.executemany("INSERT INTO recs VALUES (?, ?, ?)", recs)
+        if sups:
+            self._db.executemany("INSERT INTO sups VALUES (?, ?, ?)", sups)
+
+    # Questions a merge asks
+
+    def intersection(self, digests: list[int], /) -> Collection[int]:
+        """Which of `digests` are lines of the file (the `DigestSet` protocol)."""
+        self._asked += len(digests)
+        if self._cache is not None or self._asked > _CACHE_AFTER:
+            return self._load_cache().intersection(digests)
+        found: set[int] = set()
+        wanted = set(digests)
+        for i in range(0, len(digests), _BATCH):
+            keys = [_split_digest(d)[0] for d in digests[i : i + _BATCH]]
+            marks = ",".join("?" * len(keys))
+            sql = f"SELECT h1, h2 FROM lines WHERE h1 IN ({marks})"  # noqa: S608 (placeholders)
+            for h1, h2 in self._db.execute(sql, keys):
+                digest = _join_digest(h1, h2)
+                if digest in wanted:
+                    found.add(digest)
+        return found
+
+    def relevant(self, ids: Iterable[str], targets: Iterable[str] = ()) -> Index:
+        """An index of the file's records of `ids` and of entries superseding `targets`,
+        read with `pread` at the offsets the index holds (see `dest_relevant`)."""
+        ids, targets = set(ids), set(targets)
+        spots: set[tuple[int, int]] = set()
+        for table, column, names in (("recs", "id", ids), ("sups", "target", targets)):
+            names_list = sorted(names)
+            for i in range(0, len(names_list), _BATCH):
+                part = names_list[i : i + _BATCH]
+                marks = ",".join("?" * len(part))
+                sql = f"SELECT off, len FROM {table} WHERE {column} IN ({marks})"  # noqa: S608 (fixed names)
+                spots.update(self._db.execute(sql, part))
+        index = Index()
+        if not spots:
+            return index
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for off, size in sorted(spots):
+                raw = os.pread(fd, size, off)
+                self.bytes_read += len(raw)
+                parsed = classify(raw)
+                if type(parsed) is Record and dest_relevant(parsed, ids, targets):
+                    index.add(parsed)
+        finally:
+            os.close(fd)
+        return index
+
+    # Cursors of sources read into this file
+
+    def cursor(self, name: str) -> Cursor | None:
+        row = self._db.execute(
+            "SELECT ino, offset, line, tail FROM cursors WHERE name = ?", (name,)
+        ).fetchone()
+        return None if row is None else Cursor(row[0], row[1], row[2], row[3])
+
+    def set_cursor(self, name: str, cursor: Cursor) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?)",
+            (name, cursor.ino, cursor.offset, cursor.line, cursor.tail),
+        )
+
+    def digests(self) -> Iterator[int]:
+        """Every line digest (for tests and diagnostics)."""
+        for h1, h2 in self._db.execute("SELECT h1, h2 FROM lines"):
+            yield _join_digest(h1, h2)
+
+    # Records held because they are dated too far ahead (merged once their time comes)
+
+    def held(self) -> list[tuple[str, int, bytes]]:
+        """The held lines: (source, line number, raw)."""
+        rows = self._db.execute("SELECT source, line, raw FROM held ORDER BY source, line")
+        return [(str(s), int(n), bytes(r)) for s, n, r in rows]
+
+    def set_held(self, lines: Iterable[tuple[str, int, bytes]]) -> None:
+        """Replace the held lines."""
+        self._db.execute("DELETE FROM held")
+        self._db.executemany(
+            "INSERT OR REPLACE INTO held VALUES (?, ?, ?, ?)",
+            [(_split_digest(line_digest(raw))[0], s, n, raw) for s, n, raw in lines],
+        )
+
+
+def _quick_id(raw: bytes) -> str | None:
+    """The id of a line that starts the usual way, by slicing; None when unsure."""
+    for prefix, start in _ID_PREFIXES:
+        if raw.startswith(prefix):
+            end = raw.find(b'"', start)
+            rid = raw[start:end]
+            if end < 0 or b"\\" in rid:
+                return None
+            try:
+                return rid.decode("ascii")
+            except UnicodeDecodeError:
+                return None
+    return None
