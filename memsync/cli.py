@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import NoReturn
 
 from memsync import __version__
-from memsync.config import default_state_dir
+from memsync.config import Config, default_config_path, default_state_dir, load_config
 from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.memfile import Memory, check_files, prompt_of, view_of
 from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
+from memsync.sync import sync_config
 
 __all__ = ["main"]
 
@@ -269,6 +270,67 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# Sync: sync, check-config
+
+
+def _load_config(path: Path | None) -> Config:
+    config_path = path if path is not None else default_config_path()
+    if path is None and not config_path.exists():
+        raise UsageError(
+            f"{config_path}: no config file; copy config.example.toml there (or pass "
+            "--config PATH, or set MEMSYNC_CONFIG) and add a remote"
+        )
+    return load_config(config_path)
+
+
+def _size(n: int) -> str:
+    return (
+        f"{n} B"
+        if n < 1024
+        else f"{n / 1024:.1f} KiB"
+        if n < 1 << 20
+        else f"{n / (1 << 20):.1f} MiB"
+    )
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    config = _load_config(args.config)
+    names = {m.name for m in config.memory}
+    if args.memory is not None and args.memory not in names:
+        raise UsageError(f"no memory named {args.memory!r} in the config")
+    if args.remote is not None and args.remote not in {r.name for r in config.remote}:
+        raise UsageError(f"no remote named {args.remote!r} in the config")
+    reports = sync_config(config, memory=args.memory, remote=args.remote)
+    if args.json:
+        print(json.dumps([r.to_json() for r in reports], indent=2))
+    else:
+        if not reports:
+            print("nothing to sync: no remote is configured for these memories")
+        for r in reports:
+            head = f"{r.memory} <-> {r.remote}:"
+            if r.error:
+                print(f"{head} FAILED: {r.error}")
+                continue
+            print(
+                f"{head} pulled {r.pulled_records} record(s) ({_size(r.pulled_bytes)}), "
+                f"pushed {r.pushed_records} record(s) ({_size(r.pushed_bytes)}) "
+                f"in {r.seconds:.2f} s"
+            )
+            for b in r.bad:
+                print(f"  bad line: {b['file']}:{b['line']}: {b['reason']} (not merged)")
+            for h in r.held:
+                print(f"  held: id {h['id']} dated {h['created_at']} (future-dated; merged later)")
+    return EXIT_FOUND if any(not r.ok for r in reports) else EXIT_OK
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    path = args.config if args.config is not None else default_config_path()
+    config = load_config(path)
+    print(json.dumps(config.to_display_dict(), indent=2))
+    print(f"{path}: ok", file=sys.stderr)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="memsync",
@@ -369,6 +431,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="say what would be dropped")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_compact)
+
+    p = sub.add_parser("sync", help="one pass of pull, merge and push with the remotes")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.add_argument("--memory", default=None, metavar="NAME")
+    p.add_argument("--remote", default=None, metavar="NAME")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_sync)
+
+    p = sub.add_parser("check-config", help="validate a config file and print it resolved")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.set_defaults(handler=cmd_check_config)
 
     for register in _EXTRA_COMMANDS:
         register(sub)

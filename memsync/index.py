@@ -27,7 +27,15 @@ from memsync.core.records import Record
 from memsync.core.view import Index
 from memsync.storage import read_chunks, read_tail
 
-__all__ = ["TAIL_BYTES", "Cursor", "FileIndex", "tail_hash"]
+__all__ = [
+    "TAIL_BYTES",
+    "Cursor",
+    "DigestStore",
+    "FileIndex",
+    "cursor_at",
+    "cursor_valid",
+    "tail_hash",
+]
 
 TAIL_BYTES = 4096
 """How many bytes before an offset are hashed to check that a file was not rewritten."""
@@ -229,17 +237,7 @@ class FileIndex:
         self._asked += len(digests)
         if self._cache is not None or self._asked > _CACHE_AFTER:
             return self._load_cache().intersection(digests)
-        found: set[int] = set()
-        wanted = set(digests)
-        for i in range(0, len(digests), _BATCH):
-            keys = [_split_digest(d)[0] for d in digests[i : i + _BATCH]]
-            marks = ",".join("?" * len(keys))
-            sql = f"SELECT h1, h2 FROM lines WHERE h1 IN ({marks})"  # noqa: S608 (placeholders)
-            for h1, h2 in self._db.execute(sql, keys):
-                digest = _join_digest(h1, h2)
-                if digest in wanted:
-                    found.add(digest)
-        return found
+        return _lookup(self._db, digests)
 
     def relevant(self, ids: Iterable[str], targets: Iterable[str] = ()) -> Index:
         """An index of the file's records of `ids` and of entries superseding `targets`,
@@ -303,6 +301,21 @@ class FileIndex:
         )
 
 
+def _lookup(db: sqlite3.Connection, digests: list[int]) -> set[int]:
+    """Which of `digests` table `lines` of `db` holds, comparing all 128 bits."""
+    found: set[int] = set()
+    wanted = set(digests)
+    for i in range(0, len(digests), _BATCH):
+        keys = [_split_digest(d)[0] for d in digests[i : i + _BATCH]]
+        marks = ",".join("?" * len(keys))
+        sql = f"SELECT h1, h2 FROM lines WHERE h1 IN ({marks})"  # noqa: S608 (placeholders)
+        for h1, h2 in db.execute(sql, keys):
+            digest = _join_digest(h1, h2)
+            if digest in wanted:
+                found.add(digest)
+    return found
+
+
 def _quick_id(raw: bytes) -> str | None:
     """The id of a line that starts the usual way, by slicing; None when unsure."""
     for prefix, start in _ID_PREFIXES:
@@ -316,3 +329,39 @@ def _quick_id(raw: bytes) -> str | None:
             except UnicodeDecodeError:
                 return None
     return None
+
+
+class DigestStore:
+    """A persistent set of line digests (SQLite): the lines a hub is known to hold, so
+    that a push sends only what the hub lacks. A cache like `FileIndex`: losing it costs a
+    re-read of the hub, never a lost record."""
+
+    def __init__(self, db_path: Path) -> None:
+        db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._db = sqlite3.connect(db_path, isolation_level=None)
+        os.chmod(db_path, 0o600)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS lines (h1 INTEGER PRIMARY KEY, h2 INTEGER)")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add(self, digests: Iterable[int]) -> None:
+        rows = sorted(map(_split_digest, digests))
+        self._db.execute("BEGIN")
+        self._db.executemany("INSERT OR IGNORE INTO lines VALUES (?, ?)", rows)
+        self._db.execute("COMMIT")
+
+    def intersection(self, digests: list[int], /) -> set[int]:
+        """Which of `digests` the store holds."""
+        return _lookup(self._db, digests)
+
+    def clear(self) -> None:
+        self._db.execute("DELETE FROM lines")

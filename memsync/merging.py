@@ -42,6 +42,7 @@ __all__ = [
     "apply_merge",
     "handoff",
     "index_path",
+    "merge_chunks",
     "merge_files",
     "merge_indexed",
     "plan_file_merge",
@@ -381,18 +382,45 @@ def merge_indexed(
     read only where it grew since the last merge, each source only past where it was read
     last time, and the records a merge must be judged against are read with `pread`. A
     merge of one new record into a million-record file costs milliseconds.
+    """
+    with FileIndex(dest, index_path(state_dir, dest)) as index:
+        ends: dict[str, Cursor] = {}
+        result = merge_chunks(
+            index,
+            _cursor_chunks(index, sources, ends),
+            now=now,
+            max_future=max_future,
+            dry_run=dry_run,
+            lock_timeout=lock_timeout,
+        )
+        if not dry_run:
+            for key, cursor in ends.items():
+                index.set_cursor(key, cursor)
+    return result
+
+
+def merge_chunks(
+    index: FileIndex,
+    chunks: Iterable[tuple[str, int, list[bytes]]],
+    *,
+    now: int | None = None,
+    max_future: int = DEFAULT_MAX_FUTURE,
+    dry_run: bool = False,
+    lock_timeout: float = DEFAULT_TIMEOUT,
+) -> MergeResult:
+    """Merge lines (chunks: source name, first line number, lines) into the file of
+    `index`, under the file's lock, judging them against the index (rule 14).
 
     Records held for being dated too far ahead are kept in the index and offered again at
     every merge until their time comes.
     """
+    dest = index.path
     at = now_us() if now is None else now
-    with FileIndex(dest, index_path(state_dir, dest)) as index, file_lock(dest, lock_timeout):
+    with file_lock(dest, lock_timeout):
         index.refresh()
-        ends: dict[str, Cursor] = {}
         held_before = [(s, n, [raw]) for s, n, raw in index.held()]
-        chunks = itertools.chain(held_before, _cursor_chunks(index, sources, ends))
         with no_gc():
-            inc = collect_incoming(index, chunks, at, max_future)
+            inc = collect_incoming(index, itertools.chain(held_before, chunks), at, max_future)
             relevant = index.relevant(inc.ids)
             targets = supersession_targets(inc, relevant)
             if targets:
@@ -406,7 +434,5 @@ def merge_indexed(
             dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             append_bytes(dest, data, header=header_line(at))
             index.refresh()
-        for key, cursor in ends.items():
-            index.set_cursor(key, cursor)
         index.set_held((h.source, h.line, h.record.raw) for h in plan.held)
     return _result(pending, dry_run=False)

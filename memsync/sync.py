@@ -1,0 +1,547 @@
+"""One synchronization pass of a memory with a hub: pull, merge, push (DESIGN.md "The hub").
+
+The hub holds one append-only file per replica, `<remote>/<memory>/<replica>.jsonl`; each
+replica writes only its own. A pass:
+
+1. **pull**: read each peer file from where it was read last time, after checking that the
+   bytes just before that offset are still what was read there and that its header's
+   generation token is the same (a file rewritten by its owner's compaction, shorter, equal
+   or longer, is read again from the start: dedup makes that harmless); merge the lines
+   into the local file (SEMANTICS rule 14). Bad lines are reported, never merged.
+2. **push**: append to our own hub file the valid local records the hub does not hold. We
+   are its only writer, so the SFTP append flag is not trusted: check the size and the
+   tail, terminate a torn last line, write at that exact offset in chunks split on line
+   boundaries, check the size again. Bytes we did not write mean two machines share a
+   replica id: stop pushing there and say so.
+3. publish a small watermark file saying how far this replica has read each peer's file
+   (compaction drops a tombstone only when every replica has read past it).
+
+State (offsets, tails, the digests of what the hub holds) is a cache in the state
+directory: deleting it costs a full re-read, never a lost or duplicated record.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets as _random
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from memsync.config import Config, RemoteConfig
+from memsync.core.lines import Header, classify
+from memsync.core.merge import line_digest
+from memsync.core.records import Record
+from memsync.core.timestamps import format_ts
+from memsync.errors import MemsyncError, ReplicaClash, TransportError
+from memsync.index import TAIL_BYTES, Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
+from memsync.memfile import Memory, header_line, now_us
+from memsync.merging import index_path, merge_chunks
+from memsync.storage import atomic_replace, read_chunks
+from memsync.transports import Transport, open_transport, validate_name
+
+__all__ = [
+    "MAX_PEER_BYTES",
+    "PUSH_CHUNK_BYTES",
+    "SyncReport",
+    "open_remote",
+    "resolve_replica",
+    "sync_config",
+    "sync_once",
+]
+
+MAX_PEER_BYTES = 1 << 30
+"""A peer file larger than this is refused: a hub is untrusted input."""
+
+PUSH_CHUNK_BYTES = 256 * 1024
+"""Pushes are written in chunks of at most this size, split on line boundaries."""
+
+_READ_BYTES = 1 << 20
+_SUFFIX = ".jsonl"
+_WATERMARKS = ".watermarks.json"
+
+
+@dataclass
+class SyncReport:
+    """What one pass did for one memory and one remote."""
+
+    memory: str
+    remote: str
+    pulled_records: int = 0
+    pulled_bytes: int = 0
+    pushed_records: int = 0
+    pushed_bytes: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    peers: int = 0
+    held: list[dict[str, Any]] = field(default_factory=list)
+    bad: list[dict[str, Any]] = field(default_factory=list)
+    twins: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _hostname_id() -> str:
+    host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
+    return f"{host.strip('.-')[:32] or 'replica'}-{_random.token_hex(3)}"
+
+
+def resolve_replica(configured: str | None, state_dir: Path) -> str:
+    """This machine's replica id: the configured one, else the one kept in the state
+    directory, else a new one (host name plus a random suffix), saved there."""
+    if configured:
+        return configured
+    path = state_dir / "replica"
+    try:
+        saved = path.read_text(encoding="utf-8").strip()
+        if validate_name(saved):
+            return saved
+    except FileNotFoundError:
+        pass
+    new = _hostname_id()
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_replace(path, (new + "\n").encode())
+    return new
+
+
+# The state of one memory and one remote, a JSON file in the state directory.
+
+
+@dataclass
+class _PeerState:
+    offset: int = 0
+    line: int = 1
+    tail: str = ""  # hex hash of the TAIL_BYTES before offset
+    generation: str | None = None
+
+
+@dataclass
+class _State:
+    own_size: int | None = None  # our hub file's size as we last left it (None: unknown)
+    own_tail: str = ""  # base64 of its last TAIL_BYTES, to check and to extend the hash
+    own_generation: str | None = None
+    pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
+    peers: dict[str, _PeerState] = field(default_factory=dict)
+    watermarks: str = ""  # the last watermark document published
+
+    @classmethod
+    def load(cls, path: Path) -> _State:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            peers = {k: _PeerState(**v) for k, v in doc.pop("peers", {}).items()}
+            return cls(peers=peers, **doc)
+        except (FileNotFoundError, ValueError, TypeError):
+            return cls()  # a missing or unreadable cache: start over (a full re-read)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_replace(path, json.dumps(asdict(self), indent=1).encode())
+
+
+def _hash(data: bytes) -> str:
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+def _complete(data: bytes) -> tuple[list[bytes], int]:
+    end = data.rfind(b"\n") + 1
+    return (data[: end - 1].split(b"\n") if end else []), end
+
+
+def _generation(data: bytes) -> str | None:
+    """The generation token of a file's header, from its first bytes (None: no header)."""
+    first = data.split(b"\n", 1)[0]
+    try:
+        parsed = classify(first)
+    except MemsyncError:
+        return None
+    return parsed.generation if isinstance(parsed, Header) else None
+
+
+class _Pass:
+    """One pass for one memory and one remote (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        memory: str,
+        local: Path,
+        remote: str,
+        transport: Transport,
+        replica: str,
+        state_dir: Path,
+        now: int,
+    ) -> None:
+        self.memory, self.local, self.remote = memory, local, remote
+        self.t, self.replica, self.now = transport, replica, now
+        base = state_dir / "sync" / memory
+        self.state_path = base / f"{remote}.json"
+        self.state = _State.load(self.state_path)
+        self.hub = DigestStore(base / f"{remote}.hub.sqlite")
+        self.index = FileIndex(local, index_path(state_dir, local))
+        self.own = replica + _SUFFIX
+        self.report = SyncReport(memory, remote)
+        self._last_tail = b""
+
+    def close(self) -> None:
+        self.hub.close()
+        self.index.close()
+
+    def where(self, name: str = "") -> str:
+        return f"{self.remote}:{self.memory}/{name}"
+
+    # Pull
+
+    def pull(self) -> None:
+        files = self.t.list_files(self.memory)
+        if self.state.own_size is None:
+            self.hub.clear()  # no record of what the hub holds: learn it again
+        merged: dict[str, _PeerState] = {}
+        chunks: list[tuple[str, int, list[bytes]]] = []
+        for f in files:
+            if not f.name.endswith(_SUFFIX) or f.name.startswith("."):
+                continue
+            peer = f.name[: -len(_SUFFIX)]
+            if f.name == self.own and self.state.own_size is not None:
+                continue  # we know what our own file holds
+            if f.size > MAX_PEER_BYTES:
+                raise TransportError(
+                    f"{self.where(f.name)}: {f.size} bytes, over the {MAX_PEER_BYTES} byte "
+                    "limit for a hub file; refusing to read it"
+                )
+            state = self._checked(f.name, f.size, self.state.peers.get(peer))
+            lines, state = self._read_new(f.name, f.size, state)
+            self.report.peers += f.name != self.own
+            if lines:
+                chunks.append((self.where(f.name), state.line - len(lines), lines))
+            merged[peer] = state
+        if chunks:
+            result = merge_chunks(self.index, chunks, now=self.now)
+            self.report.pulled_records += result.appended
+            self.report.held = result.held
+            self.report.bad = result.bad
+            self.report.twins = len(result.twins)
+            self.hub.add(line_digest(raw) for _, _, lines in chunks for raw in lines)
+        for peer, state in merged.items():
+            if peer == self.replica:
+                continue
+            self.state.peers[peer] = state
+
+    def _checked(self, name: str, size: int, state: _PeerState | None) -> _PeerState:
+        """The saved read position of a peer file, or a fresh one if the file is not what
+        was read: shorter, other bytes before the offset, or another generation."""
+        self._last_tail = b""
+        if state is None or state.offset == 0:
+            return _PeerState()
+        if size < state.offset:
+            return _PeerState()
+        begin = max(0, state.offset - TAIL_BYTES)
+        tail = self.t.read(self.memory, name, begin, state.offset - begin)
+        self.report.pulled_bytes += len(tail)
+        if _hash(tail) != state.tail:
+            return _PeerState()
+        self._last_tail = tail
+        if begin > 0:
+            head = self.t.read(self.memory, name, 0, TAIL_BYTES)
+            self.report.pulled_bytes += len(head)
+            if _generation(head) != state.generation:
+                return _PeerState()
+        return state
+
+    def _read_new(self, name: str, size: int, state: _PeerState) -> tuple[list[bytes], _PeerState]:
+        """The complete lines past `state.offset`, and the state after them."""
+        lines: list[bytes] = []
+        offset, pending = state.offset, b""
+        generation = state.generation
+        window = self._last_tail  # the bytes just before `offset`, as far as known
+        while offset < size:
+            data = self.t.read(self.memory, name, offset, min(_READ_BYTES, size - offset))
+            if not data:
+                break
+            self.report.pulled_bytes += len(data)
+            if offset == 0:
+                generation, window = _generation(data), b""
+            offset += len(data)
+            block, end = _complete(pending + data)
+            lines += block
+            pending = (pending + data)[end:]
+            window = (window + data)[-(TAIL_BYTES + len(pending)) :]
+        done = offset - len(pending)
+        if done == state.offset:
+            return [], state
+        tail = window[: len(window) - len(pending)][-TAIL_BYTES:]
+        if len(tail) < min(TAIL_BYTES, done):  # not enough seen: read it
+            begin = max(0, done - TAIL_BYTES)
+            tail = self.t.read(self.memory, name, begin, done - begin)
+            self.report.pulled_bytes += len(tail)
+        return lines, _PeerState(done, state.line + len(lines), _hash(tail), generation)
+
+    # Push
+
+    def push(self) -> None:
+        size = self.t.size(self.memory, self.own) or 0
+        expected = self._verified_size(size)
+        if size > expected:
+            # A torn last line, ours, from a write cut short: terminate it so that it stays
+            # its own bad line (rule 1); its record is pushed again whole below.
+            torn = self.t.read(self.memory, self.own, expected, size - expected)
+            self.state.own_size, self.state.own_tail = (
+                size,
+                _b64((base64.b64decode(self.state.own_tail) + torn)[-TAIL_BYTES:]),
+            )
+            expected = self._write(size, b"\n")
+        data, count, cursor = self._outgoing()
+        if data and expected == 0:
+            gen = _random.token_hex(8)
+            data = header_line(self.now, gen) + data
+            self.state.own_generation = gen
+        for chunk in _line_chunks(data, PUSH_CHUNK_BYTES):
+            expected = self._write(expected, chunk)
+        self.report.pushed_records += count
+        if cursor is not None:
+            self.state.pushed = asdict(cursor) | {"tail": cursor.tail.hex()}
+
+    def _verified_size(self, size: int) -> int:
+        """Where our next write goes, after checking our hub file holds only our bytes."""
+        st = self.state
+        if st.own_size is None:
+            # Nothing known (a new state directory): what is there is ours, and was read
+            # by the pull like any peer file.
+            st.own_size, st.own_tail = self._adopt(0, size)
+            return st.own_size
+        if size < st.own_size:
+            raise self._clash(f"it shrank from {st.own_size} to {size} bytes")
+        tail = base64.b64decode(st.own_tail)
+        begin = st.own_size - len(tail)
+        if tail and self.t.read(self.memory, self.own, begin, len(tail)) != tail:
+            raise self._clash("its bytes before our last write changed")
+        if size > st.own_size:
+            # More than we know of: our own write whose answer was lost (every line is one
+            # of our local records), or someone else's (a clash).
+            extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
+            lines, end = _complete(extra)
+            records = [raw for raw in lines if not _is_header(raw)]
+            digests = list(map(line_digest, records))
+            mine = self.index.intersection(digests)
+            if len(mine) != len(set(digests)):
+                raise self._clash(f"{size - st.own_size} bytes appeared that we did not write")
+            self.hub.add(map(line_digest, lines))
+            st.own_size, st.own_tail = st.own_size + end, _b64((tail + extra[:end])[-TAIL_BYTES:])
+        return st.own_size
+
+    def _adopt(self, begin: int, size: int) -> tuple[int, str]:
+        """Take our hub file as it is (complete lines); return its size and tail."""
+        if size == 0:
+            return 0, ""
+        data = self.t.read(self.memory, self.own, max(0, size - TAIL_BYTES), TAIL_BYTES)
+        end = data.rfind(b"\n") + 1
+        cut = size - len(data) + end
+        head = self.t.read(self.memory, self.own, 0, TAIL_BYTES)
+        self.state.own_generation = _generation(head)
+        return cut, _b64(data[:end][-TAIL_BYTES:])
+
+    def _clash(self, what: str) -> ReplicaClash:
+        return ReplicaClash(
+            f"{self.where(self.own)}: our hub file holds bytes this machine did not write "
+            f"({what}): another machine uses the replica id {self.replica!r} (a cloned VM or "
+            'a copied home directory?). Give one machine a new id: set replica = "<new '
+            "name>\" in its config, or delete the file 'replica' in its state directory; "
+            "then sync again. Pushing to this remote is stopped until then."
+        )
+
+    def _write(self, offset: int, chunk: bytes) -> int:
+        """Write whole lines at exactly `offset` of our hub file; record that they are
+        ours and that the hub holds them before anything else can fail."""
+        new_size = self.t.write_at(self.memory, self.own, offset, chunk)
+        if new_size != offset + len(chunk):
+            raise TransportError(
+                f"{self.where(self.own)}: wrote {len(chunk)} bytes at {offset} but the file "
+                f"is {new_size} bytes; it will be checked again on the next pass"
+            )
+        self.hub.add(map(line_digest, chunk.split(b"\n")[:-1]))
+        tail = base64.b64decode(self.state.own_tail) + chunk
+        self.state.own_size, self.state.own_tail = new_size, _b64(tail[-TAIL_BYTES:])
+        self.state.save(self.state_path)  # a crash now must not forget these bytes are ours
+        self.report.pushed_bytes += len(chunk)
+        return new_size
+
+    def _outgoing(self) -> tuple[bytes, int, Cursor | None]:
+        """The valid local records after the pushed cursor that the hub does not hold."""
+        self.index.refresh()
+        saved = self.state.pushed
+        cursor = None
+        if saved is not None:
+            cursor = Cursor(
+                saved["ino"], saved["offset"], saved["line"], bytes.fromhex(saved["tail"])
+            )
+            if not cursor_valid(self.local, cursor):
+                cursor = None
+        if not self.local.exists():
+            return b"", 0, None
+        offset, line = (cursor.offset, cursor.line) if cursor else (0, 1)
+        out: list[bytes] = []
+        seen: set[int] = set()
+        for chunk in read_chunks(self.local, offset, line):
+            digests = list(map(line_digest, chunk.lines))
+            known = self.hub.intersection(digests)
+            for raw, digest in zip(chunk.lines, digests, strict=True):
+                if digest in known or digest in seen:
+                    continue
+                if type(classify(raw)) is Record:  # bad lines never spread (rule 4)
+                    seen.add(digest)
+                    out.append(raw.rstrip(b"\r") if raw.endswith(b"\r") else raw)
+            offset, line = chunk.end, chunk.first_line + len(chunk.lines)
+        data = b"".join(raw + b"\n" for raw in out)
+        return data, len(out), cursor_at(self.local, offset, line)
+
+    # Watermarks
+
+    def publish_watermarks(self) -> None:
+        doc = {
+            "replica": self.replica,
+            "read": {
+                peer + _SUFFIX: {"offset": p.offset, "generation": p.generation}
+                for peer, p in sorted(self.state.peers.items())
+            },
+        }
+        text = json.dumps(doc, sort_keys=True)
+        if text == self.state.watermarks:
+            return
+        doc["updated_at"] = format_ts(self.now)
+        self.t.replace(self.memory, self.replica + _WATERMARKS, json.dumps(doc).encode())
+        self.state.watermarks = text
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _is_header(raw: bytes) -> bool:
+    try:
+        return isinstance(classify(raw), Header)
+    except MemsyncError:
+        return False
+
+
+def _line_chunks(data: bytes, limit: int) -> Iterator[bytes]:
+    """Split whole lines into chunks of at most `limit` bytes (a longer line alone), so
+    that no write splits a line (rule 13)."""
+    start = 0
+    while start < len(data):
+        end = data.rfind(b"\n", start, start + limit) + 1
+        if end <= start:
+            end = data.index(b"\n", start) + 1
+        yield data[start:end]
+        start = end
+
+
+def sync_once(
+    *,
+    memory: str,
+    local: Path,
+    remote: str,
+    transport: Transport,
+    replica: str,
+    state_dir: Path,
+    now: int | None = None,
+    push: bool = True,
+) -> SyncReport:
+    """One pass of pull, merge and push for one memory and one remote.
+
+    Never raises for a remote's failure: the report's `error` says what went wrong (the
+    pull's progress is kept; the push is not attempted after a failed pull).
+    """
+    started = time.monotonic()
+    p = _Pass(
+        memory=memory,
+        local=local,
+        remote=remote,
+        transport=transport,
+        replica=replica,
+        state_dir=state_dir,
+        now=now_us() if now is None else now,
+    )
+    try:
+        p.pull()
+        p.state.save(p.state_path)
+        if push:
+            p.push()
+            p.publish_watermarks()
+        p.state.save(p.state_path)
+    except MemsyncError as exc:
+        p.report.error = str(exc)
+    except OSError as exc:  # the local file or the state directory
+        p.report.error = f"{exc.filename or local}: {exc.strerror or exc}"
+    finally:
+        p.close()
+        p.report.seconds = round(time.monotonic() - started, 4)
+    return p.report
+
+
+def open_remote(remote: RemoteConfig) -> Transport:
+    """The transport of a configured remote (nothing is connected until it is used)."""
+    url = remote.parsed_url
+    return open_transport(
+        url.scheme,
+        url.path,
+        host=url.host,
+        user=url.user,
+        port=url.port,
+        identity_file=remote.identity_file,
+        known_hosts=remote.known_hosts,
+        accept_new_host_key=remote.accept_new_host_key,
+    )
+
+
+def sync_config(
+    config: Config,
+    *,
+    memory: str | None = None,
+    remote: str | None = None,
+    transports: dict[str, Transport] | None = None,
+    now: int | None = None,
+) -> list[SyncReport]:
+    """One pass for every memory and remote of `config` (or the one named): a remote that
+    fails does not stop the others. `transports`, when given, are reused and kept open
+    (the daemon's connections); otherwise they are opened and closed here."""
+    replica = resolve_replica(config.replica, config.state_dir)
+    own = transports is None
+    pool: dict[str, Transport] = {} if transports is None else transports
+    reports: list[SyncReport] = []
+    try:
+        for mem in config.memory:
+            if memory is not None and mem.name != memory:
+                continue
+            if not mem.path.exists():
+                Memory.open(mem.path)
+            for rc in config.memory_remotes(mem):
+                if remote is not None and rc.name != remote:
+                    continue
+                if rc.name not in pool:
+                    pool[rc.name] = open_remote(rc)
+                reports.append(
+                    sync_once(
+                        memory=mem.name,
+                        local=mem.path,
+                        remote=rc.name,
+                        transport=pool[rc.name],
+                        replica=replica,
+                        state_dir=config.state_dir,
+                        now=now,
+                    )
+                )
+    finally:
+        if own:
+            for t in pool.values():
+                t.close()
+    return reports
