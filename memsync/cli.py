@@ -10,19 +10,28 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from memsync import __version__
-from memsync.config import Config, default_config_path, default_state_dir, load_config
+from memsync.config import (
+    Config,
+    default_config,
+    default_config_path,
+    default_state_dir,
+    load_config,
+)
 from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
-from memsync.memfile import Memory, check_files, prompt_of, view_of
+from memsync.memfile import Memory, check_files, now_us, prompt_of, view_of
 from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
+from memsync.status import daemon_running, evaluate, read_status
+from memsync.status import to_json as status_json
 from memsync.sync import sync_config
 
 __all__ = ["main"]
@@ -331,6 +340,87 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# The daemon: daemon, status
+
+
+def _daemon_config(path: Path | None) -> tuple[Config, Path | None]:
+    """The config the daemon runs: --config (which must exist), else the default path when
+    a file is there, else the embedded default."""
+    if path is not None:
+        return load_config(path), path
+    default = default_config_path()
+    if default.exists():
+        return load_config(default), default
+    return default_config(), None
+
+
+def _daemon_logging(level_name: str, verbose: int) -> None:
+    level = getattr(logging, level_name.upper(), logging.INFO)
+    if verbose:
+        level = logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    # journald stamps each line itself; a terminal gets the time.
+    fmt = (
+        "%(levelname)s %(message)s"
+        if os.environ.get("JOURNAL_STREAM")
+        else ("%(asctime)s %(levelname)s %(message)s")
+    )
+    handler.setFormatter(logging.Formatter(fmt))
+    for name in ("memsync", "apscheduler", "paramiko", "watchfiles"):
+        log = logging.getLogger(name)
+        log.handlers[:] = [handler]
+        log.propagate = False
+        log.setLevel(level if name == "memsync" else max(level, logging.WARNING))
+    logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)  # its own tracebacks
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from memsync.daemon import Daemon, describe_start
+
+    config, path = _daemon_config(args.config)
+    _daemon_logging(config.daemon.log_level, args.verbose)
+    log = logging.getLogger("memsync.daemon")
+    for line in describe_start(config, path, default_config_path()):
+        log.info("%s", line)
+    return Daemon(config, path).run()
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    config, _ = _daemon_config(args.config)
+    state_dir = config.state_dir
+    status = read_status(state_dir)
+    verdict = evaluate(status, daemon_running(state_dir), now_us())
+    if args.json:
+        print(status_json(status, verdict))
+        return EXIT_OK if verdict.ok else EXIT_FOUND
+    if verdict.running and status is not None:
+        print(f"daemon: running (pid {status.pid}), replica {status.replica!r}")
+    else:
+        print("daemon: NOT RUNNING")
+    if status is not None:
+        print(
+            f"status written: {format_ts(status.updated_at)}{' (STALE)' if verdict.stale else ''}"
+        )
+        print(f"{'MEMORY':<12} {'REMOTE':<12} {'LAST SYNC':<26} {'IN':>6} {'OUT':>6}  STATE")
+        for mname, mem in status.memories.items():
+            if not mem.remotes:
+                print(
+                    f"{mname:<12} {'-':<12} {'-':<26} {'-':>6} {'-':>6}  local only; "
+                    f"{mem.bad_lines} bad line(s)"
+                )
+            for rname, r in mem.remotes.items():
+                last = format_ts(r.last_success) if r.last_success else "never"
+                state = "ok" if r.last_error is None else f"FAILING: {r.last_error}"
+                if r.held:
+                    state += f"; {len(r.held)} future-dated record(s) held"
+                print(
+                    f"{mname:<12} {rname:<12} {last:<26} {r.records_in:>6} {r.records_out:>6}  {state}"
+                )
+    for problem in verdict.problems:
+        print(f"problem: {problem}")
+    return EXIT_OK if verdict.ok else EXIT_FOUND
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="memsync",
@@ -442,6 +532,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check-config", help="validate a config file and print it resolved")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.set_defaults(handler=cmd_check_config)
+
+    p = sub.add_parser("daemon", help="run in the foreground, keeping memories in sync")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.set_defaults(handler=cmd_daemon)
+
+    p = sub.add_parser("status", help="what the daemon is doing; exit 1 when something is wrong")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_status)
 
     for register in _EXTRA_COMMANDS:
         register(sub)

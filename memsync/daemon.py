@@ -1,0 +1,537 @@
+"""The daemon: keeps memory files in sync as agents write them. Thin wiring only.
+
+watchfiles watches the folders (never the files: an atomic replace ends a file watch) of
+the local memory files and of folder remotes; APScheduler (3.x) polls SSH remotes with
+jitter, polls folder hubs too (inotify never sees other machines' writes on NFS or SMB),
+runs a periodic reconciliation pass, the compaction schedule and the status heartbeat.
+Every reaction is a request put on one queue and carried out by the main loop, one at a
+time, so no two passes ever overlap. Reactions are idempotent: memsync's own writes wake
+the watcher, cost one cheap pass that finds nothing new, and stop there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from filelock import FileLock
+from filelock import Timeout as _LockTimeout
+
+from memsync import _systemd
+from memsync.compaction import compact_file
+from memsync.config import Config, RemoteConfig, load_config
+from memsync.core.lines import Invalid, classify
+from memsync.errors import MemsyncError, NotQuiet
+from memsync.memfile import Memory, now_us
+from memsync.status import (
+    DaemonStatus,
+    MemoryStatus,
+    RemoteStatus,
+    pid_lock_path,
+    write_pid,
+    write_status,
+)
+from memsync.storage import read_chunks
+from memsync.sync import open_remote, resolve_replica, sync_once
+from memsync.transports import Transport
+
+__all__ = ["Daemon", "DaemonAlreadyRunning"]
+
+logger = logging.getLogger(__name__)
+
+BACKOFF_CAP = 300.0
+"""The longest wait between two attempts at a failing remote, in seconds."""
+
+HEARTBEAT_SECONDS = 30.0
+"""How often the status is rewritten even when nothing happens."""
+
+_COMPACT = "\0compact"  # the request to compact a memory, instead of a remote's name
+
+
+class DaemonAlreadyRunning(MemsyncError):
+    """Another daemon holds the state directory's PID lock."""
+
+
+@dataclass
+class _Backoff:
+    failures: int = 0
+    next_try: float = 0.0
+
+
+@dataclass
+class _Validation:
+    """How far a local file was checked for bad lines (each is logged once)."""
+
+    ino: int = 0
+    offset: int = 0
+    line: int = 1
+    bad: int = 0
+
+
+@dataclass
+class _Requests:
+    """The queue of work: (memory, remote) pairs; a set, so a burst of events is one pass."""
+
+    pending: set[tuple[str, str]] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, memory: str, remote: str) -> None:
+        with self.lock:
+            self.pending.add((memory, remote))
+
+    def take(self) -> set[tuple[str, str]]:
+        with self.lock:
+            taken, self.pending = self.pending, set()
+            return taken
+
+
+class Daemon:
+    """`memsync daemon`: `run()` blocks until SIGTERM or SIGINT, then returns 0.
+
+    Args:
+        config: the configuration to run.
+        config_path: where it was read from (SIGHUP reads it again), or None for the
+            embedded default.
+    """
+
+    def __init__(self, config: Config, config_path: Path | None) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.replica = ""
+        self._stopping = False
+        self._reload = False
+        self._wake = threading.Event()
+        self._requests = _Requests()
+        self._transports: dict[str, Transport] = {}
+        self._backoff: dict[tuple[str, str], _Backoff] = {}
+        self._validation: dict[str, _Validation] = {}
+        self._watch_stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._scheduler: Any = None
+        self._status: DaemonStatus | None = None
+        self._busy_since: float | None = None
+        self._hub_signature: dict[str, tuple[tuple[str, int], ...]] = {}
+
+    # The straight line
+
+    def run(self) -> int:
+        state_dir = self.config.state_dir
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with self._pid_lock(state_dir):
+            self._install_signals()
+            self._start()
+            _systemd.notify("READY=1")
+            _systemd.notify("STATUS=watching " + ", ".join(m.name for m in self.config.memory))
+            try:
+                self._loop()
+            finally:
+                _systemd.notify("STOPPING=1")
+                logger.info("stopping")
+                self._stop_all()
+                self._write_status()
+        return 0
+
+    @contextmanager
+    def _pid_lock(self, state_dir: Path) -> Iterator[None]:
+        lock = FileLock(pid_lock_path(state_dir), mode=0o600)
+        try:
+            lock.acquire(timeout=0)
+        except _LockTimeout:
+            raise DaemonAlreadyRunning(
+                f"another memsync daemon is running for the state directory {state_dir}; "
+                "stop it first (one daemon per state directory)"
+            ) from None
+        try:
+            write_pid(state_dir)
+            yield
+        finally:
+            lock.release()
+
+    def _install_signals(self) -> None:
+        # Handlers only set flags: the main loop does the work (never inside a handler).
+        def stop(signum: int, frame: FrameType | None) -> None:
+            self._stopping = True
+
+        def reload(signum: int, frame: FrameType | None) -> None:
+            self._reload = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, reload)
+
+    def _start(self) -> None:
+        cfg = self.config
+        self.replica = resolve_replica(cfg.replica, cfg.state_dir)
+        self._status = DaemonStatus(
+            pid=_pid(),
+            replica=self.replica,
+            started_at=now_us(),
+            updated_at=now_us(),
+            config=str(self.config_path) if self.config_path else "(embedded default)",
+        )
+        for mem in cfg.memory:
+            Memory.open(mem.path)  # created 0600 with a header when missing
+            self._status.memories[mem.name] = MemoryStatus(path=str(mem.path))
+            for rc in cfg.memory_remotes(mem):
+                self._status.memories[mem.name].remotes[rc.name] = RemoteStatus()
+                self._requests.add(mem.name, rc.name)  # a first pass at start-up
+            self._validate(mem.name)
+        self._transports = {rc.name: open_remote(rc) for rc in cfg.remote}
+        self._start_watcher()
+        self._start_scheduler()
+        self._write_status()
+
+    def _loop(self) -> None:
+        while not self._stopping:
+            if self._reload:
+                self._reload = False
+                self._do_reload()
+            self._wake.wait(0.2)
+            self._wake.clear()
+            for memory, remote in sorted(self._requests.take()):
+                if self._stopping:
+                    break
+                self._carry_out(memory, remote)
+
+    def _stop_all(self) -> None:
+        self._watch_stop.set()
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+        if self._watcher is not None:
+            self._watcher.join(timeout=3)
+            self._watcher = None
+        for t in self._transports.values():
+            t.close()
+        self._transports = {}
+
+    # Reacting
+
+    def request(self, memory: str, remote: str) -> None:
+        """Ask for a pass (thread-safe; the main loop carries it out)."""
+        self._requests.add(memory, remote)
+        self._wake.set()
+
+    def _carry_out(self, memory: str, remote: str) -> None:
+        self._busy_since = time.monotonic()
+        try:
+            if remote == _COMPACT:
+                self._compact(memory)
+            elif remote == "":
+                self._validate(memory)
+            else:
+                self._sync(memory, remote)
+        except Exception:  # a bug must not stop the daemon; it is logged with its traceback
+            logger.exception("unexpected error in %s %s", memory, remote or "validation")
+        finally:
+            self._busy_since = None
+        self._write_status()
+
+    def _sync(self, memory: str, remote: str) -> None:
+        backoff = self._backoff.setdefault((memory, remote), _Backoff())
+        if time.monotonic() < backoff.next_try:
+            self._requests.add(memory, remote)  # not yet: try again after the back-off
+            return
+        mem = next((m for m in self.config.memory if m.name == memory), None)
+        transport = self._transports.get(remote)
+        if mem is None or transport is None:
+            return
+        report = sync_once(
+            memory=memory,
+            local=mem.path,
+            remote=remote,
+            transport=transport,
+            replica=self.replica,
+            state_dir=self.config.state_dir,
+        )
+        self._validate(memory)
+        assert self._status is not None
+        st = self._status.memories[memory].remotes.setdefault(remote, RemoteStatus())
+        now = now_us()
+        if report.ok:
+            if backoff.failures:
+                logger.info(
+                    "%s <-> %s: working again after %d failed attempt(s)",
+                    memory,
+                    remote,
+                    backoff.failures,
+                )
+            backoff.failures, backoff.next_try = 0, 0.0
+            st.last_success, st.last_error, st.failing_since = now, None, None
+            st.records_in += report.pulled_records
+            st.records_out += report.pushed_records
+            st.held = list(report.held)
+            if report.pulled_records or report.pushed_records:
+                logger.info(
+                    "%s <-> %s: %d in, %d out",
+                    memory,
+                    remote,
+                    report.pulled_records,
+                    report.pushed_records,
+                )
+        else:
+            if backoff.failures == 0:  # logged when it starts failing, not at every attempt
+                logger.warning(
+                    "%s <-> %s: failing: %s (retrying with back-off)", memory, remote, report.error
+                )
+            backoff.failures += 1
+            delay = min(BACKOFF_CAP, 2.0 ** min(backoff.failures, 12)) * random.uniform(0.8, 1.2)  # noqa: S311 (jitter)
+            backoff.next_try = time.monotonic() + delay
+            st.last_error = report.error
+            st.failing_since = st.failing_since or now
+            self._requests.add(memory, remote)
+
+    def _validate(self, memory: str) -> None:
+        """Log each new bad line of a local file once (incremental: only new bytes)."""
+        mem = next((m for m in self.config.memory if m.name == memory), None)
+        if mem is None or not mem.path.exists():
+            return
+        v = self._validation.setdefault(memory, _Validation())
+        ino = mem.path.stat().st_ino
+        if ino != v.ino or mem.path.stat().st_size < v.offset:
+            v.ino, v.offset, v.line, v.bad = ino, 0, 1, 0  # replaced (compacted): again
+        try:
+            for chunk in read_chunks(mem.path, v.offset, v.line):
+                for n, raw in enumerate(chunk.lines, chunk.first_line):
+                    parsed = classify(raw, source=str(mem.path), line_no=n)
+                    if isinstance(parsed, Invalid):
+                        v.bad += 1
+                        logger.warning("%s:%d: bad line: %s", mem.path, n, parsed.reason)
+                v.offset, v.line = chunk.end, chunk.first_line + len(chunk.lines)
+        except MemsyncError as exc:
+            logger.error("%s", exc)
+        if self._status is not None:
+            self._status.memories[memory].bad_lines = v.bad
+
+    def _compact(self, memory: str) -> None:
+        mem = next((m for m in self.config.memory if m.name == memory), None)
+        if mem is None:
+            return
+        cc = self.config.compaction
+        assert self._status is not None
+        ms = self._status.memories[memory]
+        try:
+            result = compact_file(
+                mem.path, horizon_days=cc.tombstone_horizon_days, quiet_seconds=cc.quiet_seconds
+            )
+        except NotQuiet as exc:
+            logger.info("%s: compaction postponed: %s", mem.path, exc)
+            ms.last_compaction_note = f"postponed: {exc}"
+            self._retry_compaction(memory)
+            return
+        except (MemsyncError, OSError) as exc:
+            logger.error("%s: compaction failed: %s", mem.path, exc)
+            ms.last_compaction_note = f"failed: {exc}"
+            return
+        ms.last_compaction, ms.last_compaction_note = now_us(), "done"
+        logger.info(
+            "%s: compacted, %d -> %d bytes", mem.path, result.size_before, result.size_after
+        )
+        for rc in self.config.memory_remotes(mem):
+            self._requests.add(memory, rc.name)
+
+    def _retry_compaction(self, memory: str) -> None:
+        if self._scheduler is None:
+            return
+        delay = timedelta(seconds=max(5.0, self.config.compaction.quiet_seconds))
+        when = datetime.now().astimezone() + delay
+        self._scheduler.add_job(
+            self.request,
+            "date",
+            run_date=when,
+            args=[memory, _COMPACT],
+            id=f"retry-{memory}",
+            replace_existing=True,
+        )
+
+    # Watching and scheduling
+
+    def _watch_paths(self) -> list[Path]:
+        paths = {m.path.parent for m in self.config.memory}
+        for rc in self.config.remote:
+            url = rc.parsed_url
+            if url.scheme == "file" and Path(url.path).is_dir():
+                for mem in self.config.memory:
+                    if rc in self.config.memory_remotes(mem):
+                        folder = Path(url.path) / mem.name
+                        folder.mkdir(mode=0o700, exist_ok=True)
+                        paths.add(folder)
+        return sorted(paths)
+
+    def _start_watcher(self) -> None:
+        paths = self._watch_paths()
+        self._watch_stop = threading.Event()
+        self._watcher = threading.Thread(
+            target=self._watch, args=(paths, self._watch_stop), name="memsync-watch", daemon=True
+        )
+        self._watcher.start()
+
+    def _watch(self, paths: list[Path], stop: threading.Event) -> None:
+        import watchfiles
+
+        def jsonl(change: object, path: str) -> bool:
+            return path.endswith(".jsonl")
+
+        try:
+            for changes in watchfiles.watch(
+                *paths,
+                watch_filter=jsonl,
+                debounce=self.config.daemon.debounce_ms,
+                step=20,
+                stop_event=stop,
+                recursive=False,
+                raise_interrupt=False,
+                rust_timeout=1000,
+                yield_on_timeout=False,
+            ):
+                self._on_changes({Path(p) for _, p in changes})
+        except Exception as exc:  # noqa: BLE001 (the watcher is an accelerator; polling still runs)
+            logger.warning("file watching stopped (%s); relying on polling", exc)
+
+    def _on_changes(self, changed: set[Path]) -> None:
+        for mem in self.config.memory:
+            remotes = [rc.name for rc in self.config.memory_remotes(mem)]
+            if mem.path in changed:
+                self.request(mem.name, "")
+                for name in remotes:
+                    self.request(mem.name, name)
+            for rc in self.config.memory_remotes(mem):
+                url = rc.parsed_url
+                if url.scheme == "file" and any(
+                    p.parent == Path(url.path) / mem.name for p in changed
+                ):
+                    self.request(mem.name, rc.name)
+
+    def _start_scheduler(self) -> None:
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from apscheduler.triggers.cron import CronTrigger
+
+        cfg = self.config
+        sched = BackgroundScheduler(
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 60}
+        )
+        for rc in cfg.remote:
+            sched.add_job(
+                self._poll,
+                "interval",
+                args=[rc],
+                seconds=rc.poll_seconds,
+                jitter=max(1.0, rc.poll_seconds / 10),
+                id=f"poll-{rc.name}",
+            )
+        sched.add_job(
+            self._reconcile, "interval", seconds=cfg.daemon.reconcile_seconds, id="reconcile"
+        )
+        sched.add_job(self._heartbeat, "interval", seconds=HEARTBEAT_SECONDS, id="heartbeat")
+        trigger = CronTrigger.from_crontab(cfg.compaction.schedule)
+        sched.add_job(self._schedule_compaction, trigger, id="compaction")
+        interval = _systemd.watchdog_interval()
+        if interval is not None:
+            sched.add_job(self._watchdog, "interval", seconds=interval, id="watchdog")
+        sched.start()
+        self._scheduler = sched
+
+    def _poll(self, rc: RemoteConfig) -> None:
+        """A cheap look at a hub: the listing of each memory folder; a pass on change."""
+        transport = self._transports.get(rc.name)
+        if transport is None:
+            return
+        for mem in self.config.memory:
+            if rc not in self.config.memory_remotes(mem):
+                continue
+            key = f"{rc.name}/{mem.name}"
+            try:
+                listing = tuple(sorted((f.name, f.size) for f in transport.list_files(mem.name)))
+            except MemsyncError:
+                self.request(mem.name, rc.name)  # the pass reports the error and backs off
+                continue
+            if listing != self._hub_signature.get(key):
+                self._hub_signature[key] = listing
+                self.request(mem.name, rc.name)
+
+    def _reconcile(self) -> None:
+        for mem in self.config.memory:
+            self.request(mem.name, "")
+            for rc in self.config.memory_remotes(mem):
+                self.request(mem.name, rc.name)
+
+    def _schedule_compaction(self) -> None:
+        for mem in self.config.memory:
+            self.request(mem.name, _COMPACT)
+
+    def _heartbeat(self) -> None:
+        self._wake.set()
+        self._write_status()
+
+    def _watchdog(self) -> None:
+        # Ping only while the main loop is alive: idle, or busy for less than 10 minutes.
+        if self._busy_since is None or time.monotonic() - self._busy_since < 600:
+            _systemd.notify("WATCHDOG=1")
+
+    def _write_status(self) -> None:
+        if self._status is None:
+            return
+        self._status.updated_at = now_us()
+        try:
+            write_status(self.config.state_dir, self._status)
+        except OSError as exc:
+            logger.error("cannot write the status: %s", exc)
+
+    # Reloading
+
+    def _do_reload(self) -> None:
+        if self.config_path is None:
+            logger.info("SIGHUP: running on the embedded default; nothing to reload")
+            return
+        try:
+            new = load_config(self.config_path)
+        except MemsyncError as exc:
+            logger.error("SIGHUP: keeping the running config: %s", exc)
+            return
+        if new.state_dir != self.config.state_dir:
+            logger.error(
+                "SIGHUP: keeping the running config: state_dir cannot change "
+                "while the daemon runs (restart it)"
+            )
+            return
+        logger.info("SIGHUP: config reloaded from %s", self.config_path)
+        self._stop_all()
+        self.config = new
+        self._backoff.clear()
+        self._start()
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+def describe_start(config: Config, config_path: Path | None, default_path: Path) -> list[str]:
+    """The first log lines: what the daemon watches and, on the embedded default, how to
+    add a remote."""
+    lines = []
+    for mem in config.memory:
+        remotes = ", ".join(rc.name for rc in config.memory_remotes(mem)) or "no remotes"
+        lines.append(f"watching {mem.path} (memory {mem.name!r}; {remotes})")
+    if config_path is None:
+        lines.append(
+            f"no config file at {default_path}: running on the embedded default "
+            "(validation and scheduled compaction only)"
+        )
+        lines.append(
+            f"to sync with other machines, write {default_path} with a [[remote]] "
+            "(see config.example.toml), then restart the daemon"
+        )
+    lines.append(f"compaction schedule: {config.compaction.schedule!r} (local time)")
+    lines.append(f"state directory: {config.state_dir}")
+    return lines

@@ -1,0 +1,176 @@
+"""The daemon's status document: written atomically to the state directory by the daemon,
+read by `memsync status`, which says plainly when something is wrong (the daemon is not
+running, its status is stale, a remote has been failing for more than 10 minutes).
+
+Silent failure is the most common complaint about the sync tools people use today;
+memsync's answer is this file and the exit status of `memsync status`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+from filelock import Timeout as _LockTimeout
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memsync.core.timestamps import SECOND
+from memsync.storage import atomic_replace
+
+__all__ = [
+    "FAILING_TOO_LONG",
+    "STALE_AFTER",
+    "DaemonStatus",
+    "MemoryStatus",
+    "RemoteStatus",
+    "Verdict",
+    "daemon_running",
+    "evaluate",
+    "pid_lock_path",
+    "read_status",
+    "status_path",
+    "write_status",
+]
+
+FAILING_TOO_LONG = 10 * 60 * SECOND
+"""A remote failing for longer than this makes `memsync status` exit 1."""
+
+STALE_AFTER = 3 * 60 * SECOND
+"""A status older than this (the daemon rewrites it at least every 30 s) is stale."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class RemoteStatus(_Model):
+    """One memory's sync with one remote."""
+
+    last_success: int | None = None
+    """When a pass last succeeded (microseconds since the epoch)."""
+    last_error: str | None = None
+    """The error of the last failed pass, cleared when a pass succeeds."""
+    failing_since: int | None = None
+    """When the current run of failures began; None while the remote works."""
+    records_in: int = 0
+    """Records pulled from the hub and merged into the local file, since the start."""
+    records_out: int = 0
+    """Records pushed to the hub, since the start."""
+    held: list[dict[str, object]] = Field(default_factory=list)
+    """Records held for being dated more than 24 h ahead of this clock."""
+
+
+class MemoryStatus(_Model):
+    """One local memory file."""
+
+    path: str
+    bad_lines: int = 0
+    """Bad lines seen in the local file (each is logged once)."""
+    last_compaction: int | None = None
+    last_compaction_note: str | None = None
+    remotes: dict[str, RemoteStatus] = Field(default_factory=dict)
+
+
+class DaemonStatus(_Model):
+    """The whole document."""
+
+    pid: int
+    replica: str
+    started_at: int
+    updated_at: int
+    config: str
+    memories: dict[str, MemoryStatus] = Field(default_factory=dict)
+
+
+def status_path(state_dir: Path) -> Path:
+    return state_dir / "status.json"
+
+
+def pid_lock_path(state_dir: Path) -> Path:
+    """The daemon's PID lock: one daemon per state directory."""
+    return state_dir / "daemon.lock"
+
+
+def write_status(state_dir: Path, status: DaemonStatus) -> None:
+    """Write the status atomically (a reader sees the old or the new document)."""
+    atomic_replace(status_path(state_dir), status.model_dump_json(indent=1).encode())
+
+
+def read_status(state_dir: Path) -> DaemonStatus | None:
+    """The last status written, or None when there is none (or it cannot be read)."""
+    try:
+        return DaemonStatus.model_validate_json(status_path(state_dir).read_bytes())
+    except (FileNotFoundError, ValidationError, ValueError):
+        return None
+
+
+def daemon_running(state_dir: Path) -> int | None:
+    """The pid of the daemon holding the state directory's PID lock, or None."""
+    lock_file = pid_lock_path(state_dir)
+    if not lock_file.exists():
+        return None
+    lock = FileLock(lock_file, mode=0o600)
+    try:
+        lock.acquire(timeout=0)
+    except _LockTimeout:
+        try:
+            return int((state_dir / "daemon.pid").read_text().strip())
+        except (OSError, ValueError):
+            return -1
+    lock.release()
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `memsync status` concludes: the problems, each a sentence."""
+
+    running: bool
+    stale: bool
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def evaluate(status: DaemonStatus | None, running_pid: int | None, now: int) -> Verdict:
+    """Judge a status document at `now`: not running, stale, or remotes failing too long."""
+    problems: list[str] = []
+    if running_pid is None:
+        problems.append("the daemon is not running (start it: memsync daemon)")
+    stale = status is not None and now - status.updated_at > STALE_AFTER
+    if status is None:
+        problems.append("no status has been written yet")
+    elif stale and running_pid is not None:
+        minutes = (now - status.updated_at) / SECOND / 60
+        problems.append(f"the status is stale: last written {minutes:.0f} min ago")
+    if status is not None:
+        for mname, mem in status.memories.items():
+            for rname, remote in mem.remotes.items():
+                since = remote.failing_since
+                if since is not None and now - since > FAILING_TOO_LONG:
+                    minutes = (now - since) / SECOND / 60
+                    problems.append(
+                        f"{mname} <-> {rname}: failing for {minutes:.0f} min: {remote.last_error}"
+                    )
+    return Verdict(running_pid is not None, stale, problems)
+
+
+def to_json(status: DaemonStatus | None, verdict: Verdict) -> str:
+    """The `memsync status --json` document."""
+    doc = {
+        "running": verdict.running,
+        "stale": verdict.stale,
+        "ok": verdict.ok,
+        "problems": verdict.problems,
+        "status": None if status is None else json.loads(status.model_dump_json()),
+    }
+    return json.dumps(doc, indent=2)
+
+
+def write_pid(state_dir: Path) -> None:
+    atomic_replace(state_dir / "daemon.pid", f"{os.getpid()}\n".encode())
