@@ -28,6 +28,7 @@ from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
+from memsync.hub import retired, set_retired
 from memsync.memfile import Memory, check_files, now_us, prompt_of, view_of
 from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
 from memsync.status import daemon_running, evaluate, read_status
@@ -421,6 +422,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK if verdict.ok else EXIT_FOUND
 
 
+def cmd_forget_replica(args: argparse.Namespace) -> int:
+    config, _ = _daemon_config(args.config)
+    names = retired(config.state_dir)
+    if args.undo:
+        names.discard(args.replica)
+        verb = "no longer retired"
+    else:
+        names.add(args.replica)
+        verb = "retired: compaction no longer waits for it to read tombstones"
+    set_retired(config.state_dir, names)
+    print(f"replica {args.replica!r} {verb}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="memsync",
@@ -541,6 +556,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("forget-replica", help="stop waiting for a retired replica")
+    p.add_argument("replica", metavar="NAME")
+    p.add_argument("--undo", action="store_true", help="take a replica back")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.set_defaults(handler=cmd_forget_replica)
 
     for register in _EXTRA_COMMANDS:
         register(sub)

@@ -32,7 +32,9 @@ from memsync import _systemd
 from memsync.compaction import compact_file
 from memsync.config import Config, RemoteConfig, load_config
 from memsync.core.lines import Invalid, classify
+from memsync.core.timestamps import SECOND
 from memsync.errors import MemsyncError, NotQuiet
+from memsync.hub import retired
 from memsync.memfile import Memory, now_us
 from memsync.status import (
     DaemonStatus,
@@ -43,7 +45,13 @@ from memsync.status import (
     write_status,
 )
 from memsync.storage import read_chunks
-from memsync.sync import open_remote, resolve_replica, sync_once
+from memsync.sync import (
+    acknowledged_for,
+    compact_own_hub_file,
+    open_remote,
+    resolve_replica,
+    sync_once,
+)
 from memsync.transports import Transport
 
 __all__ = ["Daemon", "DaemonAlreadyRunning"]
@@ -179,6 +187,8 @@ class Daemon:
             started_at=now_us(),
             updated_at=now_us(),
             config=str(self.config_path) if self.config_path else "(embedded default)",
+            horizon_days=cfg.compaction.tombstone_horizon_days,
+            retired=sorted(retired(cfg.state_dir)),
         )
         for mem in cfg.memory:
             Memory.open(mem.path)  # created 0600 with a header when missing
@@ -272,6 +282,7 @@ class Daemon:
             st.records_in += report.pulled_records
             st.records_out += report.pushed_records
             st.held = list(report.held)
+            st.replicas, st.holding_back = dict(report.replicas), list(report.holding_back)
             if report.pulled_records or report.pushed_records:
                 logger.info(
                     "%s <-> %s: %d in, %d out",
@@ -321,9 +332,15 @@ class Daemon:
         cc = self.config.compaction
         assert self._status is not None
         ms = self._status.memories[memory]
+        remotes = [rc.name for rc in self.config.memory_remotes(mem)]
+        horizon = round(cc.tombstone_horizon_days * 86_400 * SECOND)
+        ack = acknowledged_for(self.config.state_dir, memory, remotes, self.replica)
         try:
             result = compact_file(
-                mem.path, horizon_days=cc.tombstone_horizon_days, quiet_seconds=cc.quiet_seconds
+                mem.path,
+                horizon_days=cc.tombstone_horizon_days,
+                quiet_seconds=cc.quiet_seconds,
+                acknowledged=ack,
             )
         except NotQuiet as exc:
             logger.info("%s: compaction postponed: %s", mem.path, exc)
@@ -338,6 +355,25 @@ class Daemon:
         logger.info(
             "%s: compacted, %d -> %d bytes", mem.path, result.size_before, result.size_after
         )
+        for name in remotes:  # our own file in each hub, the same way
+            transport = self._transports.get(name)
+            if transport is None:
+                continue
+            try:
+                sizes = compact_own_hub_file(
+                    memory=memory,
+                    remote=name,
+                    transport=transport,
+                    replica=self.replica,
+                    state_dir=self.config.state_dir,
+                    horizon=horizon,
+                    acknowledged=ack,
+                )
+            except MemsyncError as exc:
+                logger.warning("%s <-> %s: hub file not compacted: %s", memory, name, exc)
+                continue
+            if sizes is not None:
+                logger.info("%s <-> %s: hub file compacted, %d -> %d bytes", memory, name, *sizes)
         for rc in self.config.memory_remotes(mem):
             self._requests.add(memory, rc.name)
 

@@ -342,7 +342,9 @@ class DigestStore:
         os.chmod(db_path, 0o600)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS lines (h1 INTEGER PRIMARY KEY, h2 INTEGER)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS lines (h1 INTEGER PRIMARY KEY, h2 INTEGER, seen INTEGER)"
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -353,11 +355,19 @@ class DigestStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, digests: Iterable[int]) -> None:
-        rows = sorted(map(_split_digest, digests))
+    def add(self, digests: Iterable[int], seen: int = 0) -> None:
+        """Record that the hub holds these lines, first seen there at `seen` (microseconds;
+        a line already recorded keeps its first time)."""
+        rows = sorted((*_split_digest(d), seen) for d in digests)
         self._db.execute("BEGIN")
-        self._db.executemany("INSERT OR IGNORE INTO lines VALUES (?, ?)", rows)
+        self._db.executemany("INSERT OR IGNORE INTO lines VALUES (?, ?, ?)", rows)
         self._db.execute("COMMIT")
+
+    def seen_at(self, raw: bytes) -> int | None:
+        """When the line `raw` was first seen in the hub, or None if it never was."""
+        h1, h2 = _split_digest(line_digest(raw))
+        row = self._db.execute("SELECT h2, seen FROM lines WHERE h1 = ?", (h1,)).fetchone()
+        return None if row is None or row[0] != h2 else int(row[1])
 
     def intersection(self, digests: list[int], /) -> set[int]:
         """Which of `digests` the store holds."""

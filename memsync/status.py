@@ -61,6 +61,10 @@ class RemoteStatus(_Model):
     """Records pushed to the hub, since the start."""
     held: list[dict[str, object]] = Field(default_factory=list)
     """Records held for being dated more than 24 h ahead of this clock."""
+    replicas: dict[str, int | None] = Field(default_factory=dict)
+    """The other replicas in the hub and when each last published its watermarks."""
+    holding_back: list[str] = Field(default_factory=list)
+    """Replicas that have not read everything yet: compaction keeps tombstones for them."""
 
 
 class MemoryStatus(_Model):
@@ -77,6 +81,9 @@ class MemoryStatus(_Model):
 class DaemonStatus(_Model):
     """The whole document."""
 
+    horizon_days: float = 90
+    """The tombstone horizon: a replica silent for longer holds tombstones back for good."""
+    retired: list[str] = Field(default_factory=list)
     pid: int
     replica: str
     started_at: int
@@ -157,7 +164,34 @@ def evaluate(status: DaemonStatus | None, running_pid: int | None, now: int) -> 
                     problems.append(
                         f"{mname} <-> {rname}: failing for {minutes:.0f} min: {remote.last_error}"
                     )
+                problems += _replica_problems(status, mname, rname, remote, now)
     return Verdict(running_pid is not None, stale, problems)
+
+
+def _replica_problems(
+    status: DaemonStatus, mname: str, rname: str, remote: RemoteStatus, now: int
+) -> list[str]:
+    """Replicas silent for longer than the horizon, and retired ones that came back."""
+    horizon = status.horizon_days * 86_400 * SECOND
+    out = []
+    for replica, seen in sorted(remote.replicas.items()):
+        if replica in status.retired:
+            if seen is not None and now - seen < horizon:
+                out.append(
+                    f"{mname} <-> {rname}: retired replica {replica!r} is back (watermarks "
+                    "updated recently): tombstones it never read may have been compacted "
+                    "away, so entries deleted long ago may come back from it; check "
+                    "`memsync show`, and run `memsync forget-replica --undo` if it is in use"
+                )
+            continue
+        if seen is None or now - seen > horizon:
+            days = "never" if seen is None else f"{(now - seen) / SECOND / 86_400:.0f} days ago"
+            out.append(
+                f"{mname} <-> {rname}: replica {replica!r} silent (watermarks {days}; horizon "
+                f"{status.horizon_days:g} days): compaction keeps every tombstone it has not "
+                f"read; if it is retired, run `memsync forget-replica {replica}`"
+            )
+    return out
 
 
 def to_json(status: DaemonStatus | None, verdict: Verdict) -> str:

@@ -27,29 +27,45 @@ import json
 import secrets as _random
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import xxhash
+from filelock import FileLock
+from filelock import Timeout as _LockTimeout
 
 from memsync.config import Config, RemoteConfig
+from memsync.core.compaction import compact_lines
 from memsync.core.lines import Header, classify
 from memsync.core.merge import line_digest
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
-from memsync.errors import MemsyncError, ReplicaClash, TransportError
+from memsync.errors import LockTimeout, MemsyncError, ReplicaClash, TransportError
+from memsync.hub import (
+    WATERMARK_SUFFIX,
+    Snapshot,
+    Watermarks,
+    acknowledgement,
+    covered_snapshot,
+    covers,
+    parse_watermarks,
+    retired,
+)
 from memsync.index import TAIL_BYTES, Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
 from memsync.memfile import Memory, header_line, now_us
 from memsync.merging import index_path, merge_chunks
 from memsync.storage import atomic_replace, read_chunks
-from memsync.transports import Transport, open_transport, validate_name
+from memsync.transports import RemoteFile, Transport, open_transport, validate_name
 
 __all__ = [
     "MAX_PEER_BYTES",
     "PUSH_CHUNK_BYTES",
     "SyncReport",
+    "acknowledged_for",
+    "compact_own_hub_file",
     "open_remote",
     "resolve_replica",
     "sync_config",
@@ -64,7 +80,6 @@ PUSH_CHUNK_BYTES = 256 * 1024
 
 _READ_BYTES = 1 << 20
 _SUFFIX = ".jsonl"
-_WATERMARKS = ".watermarks.json"
 
 
 @dataclass
@@ -83,6 +98,10 @@ class SyncReport:
     held: list[dict[str, Any]] = field(default_factory=list)
     bad: list[dict[str, Any]] = field(default_factory=list)
     twins: int = 0
+    replicas: dict[str, int | None] = field(default_factory=dict)
+    """Each other replica in the hub, and when its watermarks were last published."""
+    holding_back: list[str] = field(default_factory=list)
+    """Replicas that have not read everything this one has seen: tombstones stay."""
 
     @property
     def ok(self) -> bool:
@@ -134,6 +153,8 @@ class _State:
     pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
     peers: dict[str, _PeerState] = field(default_factory=dict)
     watermarks: str = ""  # the last watermark document published
+    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.hub
+    marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # peers' watermarks
 
     @classmethod
     def load(cls, path: Path) -> _State:
@@ -209,6 +230,8 @@ class _Pass:
         merged: dict[str, _PeerState] = {}
         chunks: list[tuple[str, int, list[bytes]]] = []
         for f in files:
+            if f.name.endswith(WATERMARK_SUFFIX) and f.name != self.replica + WATERMARK_SUFFIX:
+                self._read_marks(f)
             if not f.name.endswith(_SUFFIX) or f.name.startswith("."):
                 continue
             peer = f.name[: -len(_SUFFIX)]
@@ -225,13 +248,18 @@ class _Pass:
             if lines:
                 chunks.append((self.where(f.name), state.line - len(lines), lines))
             merged[peer] = state
+        self.report.replicas = {
+            name: self.state.marks.get(name, {}).get("updated_at")
+            for name in sorted({f.name[: -len(_SUFFIX)] for f in files if f.name.endswith(_SUFFIX)})
+            if name != self.replica
+        }
         if chunks:
             result = merge_chunks(self.index, chunks, now=self.now)
             self.report.pulled_records += result.appended
             self.report.held = result.held
             self.report.bad = result.bad
             self.report.twins = len(result.twins)
-            self.hub.add(line_digest(raw) for _, _, lines in chunks for raw in lines)
+            self.hub.add((line_digest(raw) for _, _, lines in chunks for raw in lines), self.now)
         for peer, state in merged.items():
             if peer == self.replica:
                 continue
@@ -286,6 +314,38 @@ class _Pass:
             self.report.pulled_bytes += len(tail)
         return lines, _PeerState(done, state.line + len(lines), _hash(tail), generation)
 
+    def _read_marks(self, f: RemoteFile) -> None:
+        """Read a peer's watermark file when it changed (untrusted: parsed defensively)."""
+        replica = f.name[: -len(WATERMARK_SUFFIX)]
+        cached = self.state.marks.get(replica)
+        if cached is not None and cached.get("size") == f.size and cached.get("mtime") == f.mtime:
+            return
+        data = self.t.read(self.memory, f.name, 0, min(f.size, 1 << 20))
+        marks = parse_watermarks(replica, data)
+        self.state.marks[replica] = {
+            "size": f.size,
+            "mtime": f.mtime,
+            "read": None if marks is None else {k: list(v) for k, v in marks.read.items()},
+            "updated_at": None if marks is None else marks.updated_at,
+        }
+
+    def snapshot(self) -> None:
+        """Record how far every hub file has been read now (see `memsync.hub`), and which
+        replicas have not read that far yet."""
+        sizes = {peer + _SUFFIX: [p.offset, p.generation] for peer, p in self.state.peers.items()}
+        if self.state.own_size:
+            sizes[self.own] = [self.state.own_size, self.state.own_generation]
+        snaps = self.state.snapshots
+        if not snaps or snaps[-1]["sizes"] != sizes:
+            snaps.append({"time": self.now, "sizes": sizes})
+            del snaps[:-_SNAPSHOTS]
+        latest = _snapshot(snaps[-1])
+        self.report.holding_back = sorted(
+            name
+            for name in self.report.replicas
+            if (m := _marks(name, self.state.marks.get(name))) is None or not covers(m, latest)
+        )
+
     # Push
 
     def push(self) -> None:
@@ -300,6 +360,9 @@ class _Pass:
                 _b64((base64.b64decode(self.state.own_tail) + torn)[-TAIL_BYTES:]),
             )
             expected = self._write(size, b"\n")
+            # Now a complete line of the hub: when the cut fell just before its "\n" it is
+            # a whole record, and pushing that record again would duplicate it.
+            self.hub.add([line_digest(torn)], self.now)
         data, count, cursor = self._outgoing()
         if data and expected == 0:
             gen = _random.token_hex(8)
@@ -335,7 +398,7 @@ class _Pass:
             mine = self.index.intersection(digests)
             if len(mine) != len(set(digests)):
                 raise self._clash(f"{size - st.own_size} bytes appeared that we did not write")
-            self.hub.add(map(line_digest, lines))
+            self.hub.add(map(line_digest, lines), self.now)
             st.own_size, st.own_tail = st.own_size + end, _b64((tail + extra[:end])[-TAIL_BYTES:])
         return st.own_size
 
@@ -368,7 +431,7 @@ class _Pass:
                 f"{self.where(self.own)}: wrote {len(chunk)} bytes at {offset} but the file "
                 f"is {new_size} bytes; it will be checked again on the next pass"
             )
-        self.hub.add(map(line_digest, chunk.split(b"\n")[:-1]))
+        self.hub.add(map(line_digest, chunk.split(b"\n")[:-1]), self.now)
         tail = base64.b64decode(self.state.own_tail) + chunk
         self.state.own_size, self.state.own_tail = new_size, _b64(tail[-TAIL_BYTES:])
         self.state.save(self.state_path)  # a crash now must not forget these bytes are ours
@@ -418,8 +481,115 @@ class _Pass:
         if text == self.state.watermarks:
             return
         doc["updated_at"] = format_ts(self.now)
-        self.t.replace(self.memory, self.replica + _WATERMARKS, json.dumps(doc).encode())
+        self.t.replace(self.memory, self.replica + WATERMARK_SUFFIX, json.dumps(doc).encode())
         self.state.watermarks = text
+
+
+_SNAPSHOTS = 64
+
+
+def _snapshot(doc: dict[str, Any]) -> Snapshot:
+    return Snapshot(doc["time"], {k: (v[0], v[1]) for k, v in doc["sizes"].items()})
+
+
+def _marks(replica: str, doc: dict[str, Any] | None) -> Watermarks | None:
+    if doc is None or doc.get("read") is None:
+        return None
+    read = {k: (v[0], v[1]) for k, v in doc["read"].items()}
+    return Watermarks(replica, read, doc.get("updated_at"))
+
+
+@contextmanager
+def _pass_lock(state_dir: Path, memory: str, remote: str) -> Iterator[None]:
+    """One pass at a time for a memory and a remote, across processes (the daemon and a
+    `memsync sync` run at once must not both write our hub file)."""
+    path = state_dir / "sync" / memory / f"{remote}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = FileLock(path, mode=0o600)
+    try:
+        lock.acquire(timeout=60)
+    except _LockTimeout:
+        raise LockTimeout(
+            f"{path}: another memsync process is syncing {memory} with {remote}"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def acknowledged_for(
+    state_dir: Path, memory: str, remotes: list[str], replica: str
+) -> Callable[[Record], bool] | None:
+    """Compaction's predicate for a local file synced with `remotes` (rule 15): a tombstone
+    may go only when, in every hub, it was seen no later than a snapshot every other
+    replica (retired ones aside) has read past. None for a file with no remote."""
+    if not remotes:
+        return None
+    gone = retired(state_dir)
+    checks: list[Callable[[Record], bool]] = []
+    for remote in remotes:
+        base = state_dir / "sync" / memory
+        state = _State.load(base / f"{remote}.json")
+        others = {
+            name: _marks(name, state.marks.get(name))
+            for name in state.peers
+            if name != replica and name not in gone
+        }
+        covered = covered_snapshot([_snapshot(d) for d in state.snapshots], others)
+        store = DigestStore(base / f"{remote}.hub.sqlite")
+        checks.append(acknowledgement(store.seen_at, covered))
+
+    def acknowledged(rec: Record) -> bool:
+        return all(check(rec) for check in checks)
+
+    return acknowledged
+
+
+def compact_own_hub_file(
+    *,
+    memory: str,
+    remote: str,
+    transport: Transport,
+    replica: str,
+    state_dir: Path,
+    horizon: int,
+    acknowledged: Callable[[Record], bool] | None,
+    now: int | None = None,
+) -> tuple[int, int] | None:
+    """Compact this replica's own file in the hub the same way as a local file (rules 15
+    and 16): only we write it, so under the pass lock no line can arrive meanwhile; the new
+    content replaces it atomically (posix-rename over SSH) with a new generation token in
+    its header, so that peers notice and read it again. Returns the sizes before and after,
+    or None when there was nothing to compact or the file is not as we left it."""
+    at = now_us() if now is None else now
+    base = state_dir / "sync" / memory
+    own = replica + _SUFFIX
+    with _pass_lock(state_dir, memory, remote):
+        state = _State.load(base / f"{remote}.json")
+        size = transport.size(memory, own)
+        if not size or size != state.own_size:
+            return None  # unknown to us: the next pass checks it first
+        data = b""
+        while len(data) < size:
+            block = transport.read(memory, own, len(data), min(_READ_BYTES, size - len(data)))
+            if not block:
+                break
+            data += block
+        tail = base64.b64decode(state.own_tail)
+        if not data.endswith(tail):
+            return None
+        lines, _ = _complete(data)
+        plan, _bad = compact_lines(lines, now=at, horizon=horizon, acknowledged=acknowledged)
+        generation = _random.token_hex(8)
+        new = header_line(at, generation) + b"".join(r.raw + b"\n" for r in plan.keep)
+        if len(new) >= size:
+            return None
+        transport.replace(memory, own, new)
+        state.own_size, state.own_tail = len(new), _b64(new[-TAIL_BYTES:])
+        state.own_generation = generation
+        state.save(base / f"{remote}.json")
+        return size, len(new)
 
 
 def _b64(data: bytes) -> str:
@@ -472,12 +642,14 @@ def sync_once(
         now=now_us() if now is None else now,
     )
     try:
-        p.pull()
-        p.state.save(p.state_path)
-        if push:
-            p.push()
-            p.publish_watermarks()
-        p.state.save(p.state_path)
+        with _pass_lock(state_dir, memory, remote):
+            p.pull()
+            p.state.save(p.state_path)
+            if push:
+                p.push()
+                p.publish_watermarks()
+            p.snapshot()
+            p.state.save(p.state_path)
     except MemsyncError as exc:
         p.report.error = str(exc)
     except OSError as exc:  # the local file or the state directory

@@ -1,0 +1,128 @@
+"""What the replicas of a hub know of each other: watermarks, acknowledgement, retirement.
+
+Each replica publishes `<replica>.watermarks.json` in each memory folder of the hub: how
+far it has read every peer's file. Compaction may drop a tombstone only when every replica
+known in the hub has read past it (SEMANTICS rule 15). A replica cannot know where a
+tombstone sits in the hub files, but it knows, for each of its passes, how far it had read
+every file then (a *snapshot*): everything it had learned the hub holds by then lies below
+those offsets. So a tombstone first seen in the hub at time S is acknowledged once some
+snapshot taken at or after S is covered by every other replica's watermarks.
+
+Watermark files are data from other machines: parsed defensively, never trusted for
+anything but holding a tombstone back (a bogus watermark can only keep tombstones longer).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from memsync.core.records import Record
+from memsync.core.timestamps import parse_ts
+from memsync.storage import atomic_replace
+
+__all__ = [
+    "WATERMARK_SUFFIX",
+    "Snapshot",
+    "Watermarks",
+    "acknowledgement",
+    "covered_snapshot",
+    "covers",
+    "parse_watermarks",
+    "retired",
+    "set_retired",
+]
+
+WATERMARK_SUFFIX = ".watermarks.json"
+_MAX_WATERMARK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Watermarks:
+    """A replica's published read positions: file name -> (offset, generation)."""
+
+    replica: str
+    read: dict[str, tuple[int, str | None]]
+    updated_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """How far this replica had read every hub file at `time` (microseconds)."""
+
+    time: int
+    sizes: dict[str, tuple[int, str | None]]
+
+
+def parse_watermarks(replica: str, data: bytes) -> Watermarks | None:
+    """A watermark document, or None when it is not one (untrusted input)."""
+    if len(data) > _MAX_WATERMARK_BYTES:
+        return None
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("read"), dict):
+        return None
+    read: dict[str, tuple[int, str | None]] = {}
+    for name, pos in doc["read"].items():
+        if not isinstance(name, str) or not isinstance(pos, dict):
+            continue
+        offset, gen = pos.get("offset"), pos.get("generation")
+        if type(offset) is int and offset >= 0 and (gen is None or isinstance(gen, str)):
+            read[name] = (offset, gen)
+    return Watermarks(replica, read, parse_ts(doc.get("updated_at")))
+
+
+def covers(marks: Watermarks, snapshot: Snapshot) -> bool:
+    """Whether a replica had read every file of the snapshot at least as far (its own file
+    aside: it wrote it)."""
+    for name, (size, gen) in snapshot.sizes.items():
+        if name == marks.replica + ".jsonl" or size == 0:
+            continue
+        offset, their_gen = marks.read.get(name, (0, None))
+        if their_gen != gen or offset < size:
+            return False
+    return True
+
+
+def covered_snapshot(
+    snapshots: list[Snapshot], others: Mapping[str, Watermarks | None]
+) -> Snapshot | None:
+    """The latest snapshot every other replica covers; None when there is none (a replica
+    without readable watermarks holds every tombstone back)."""
+    for snap in sorted(snapshots, key=lambda s: s.time, reverse=True):
+        if all(m is not None and covers(m, snap) for m in others.values()):
+            return snap
+    return None
+
+
+def acknowledgement(
+    seen_at: Callable[[bytes], int | None], covered: Snapshot | None
+) -> Callable[[Record], bool]:
+    """The predicate compaction asks (rule 15): a tombstone is acknowledged when it was
+    seen in the hub no later than a snapshot every replica has read past."""
+
+    def acknowledged(rec: Record) -> bool:
+        if covered is None:
+            return False
+        seen = seen_at(rec.raw)
+        return seen is not None and seen <= covered.time
+
+    return acknowledged
+
+
+def retired(state_dir: Path) -> set[str]:
+    """Replicas this machine was told to forget (`memsync forget-replica`)."""
+    try:
+        names = json.loads((state_dir / "retired.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return set()
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def set_retired(state_dir: Path, names: set[str]) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_replace(state_dir / "retired.json", json.dumps(sorted(names)).encode())
