@@ -50,7 +50,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with its errors as one `memsync: ...` line and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see --help)")
+        where = "" if self.prog == "memsync" else f"{self.prog}: "
+        raise UsageError(f"{where}{message} (see --help)")
 
 
 def _timestamp(text: str) -> int:
@@ -380,10 +381,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
     config, path = _daemon_config(args.config)
     _daemon_logging(config.daemon.log_level, args.verbose)
-    log = logging.getLogger("memsync.daemon")
-    for line in describe_start(config, path, default_config_path()):
-        log.info("%s", line)
-    return Daemon(config, path).run()
+    # Logged by the daemon once it holds the PID lock: a second daemon only says why not.
+    return Daemon(config, path).run(describe_start(config, path, default_config_path()))
 
 
 def cmd_status(args: argparse.Namespace) -> int:

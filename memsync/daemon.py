@@ -17,7 +17,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -133,10 +133,14 @@ class Daemon:
 
     # The straight line
 
-    def run(self) -> int:
+    def run(self, announce: Sequence[str] = ()) -> int:
+        """Run until SIGTERM or SIGINT. `announce`: lines logged once the PID lock is held
+        (what it watches), so that a second daemon refused the lock says only why."""
         state_dir = self.config.state_dir
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self._pid_lock(state_dir):
+            for line in announce:
+                logger.info("%s", line)
             self._install_signals()
             self._start()
             _systemd.notify("READY=1")
@@ -234,6 +238,12 @@ class Daemon:
         self._wake.set()
 
     def _carry_out(self, memory: str, remote: str) -> None:
+        backoff = self._backoff.get((memory, remote))
+        if backoff is not None and time.monotonic() < backoff.next_try:
+            # Not yet: ask again later. Nothing was done, so the status is not rewritten
+            # (this comes round at every turn of the loop while a remote backs off).
+            self._requests.add(memory, remote)
+            return
         self._busy_since = time.monotonic()
         try:
             if remote == _COMPACT:

@@ -44,9 +44,7 @@ class UnsupportedFormat(MemsyncError, ValueError):
     def __init__(self, file: str, fmt: str) -> None:
         self.file = file
         self.fmt = fmt
-        super().__init__(
-            f"{file}: unsupported format {fmt!r}; memsync reads agent-memory/0.x only"
-        )
+        super().__init__(f"{file}: unsupported format {fmt!r}; memsync reads agent-memory/0.x only")
 
     def __reduce__(self) -> tuple[type[UnsupportedFormat], tuple[str, str]]:
         return (type(self), (self.file, self.fmt))

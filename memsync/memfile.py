@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,6 +31,9 @@ from memsync.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.models import Entry, Tombstone, to_model
 from memsync.netfs import warn_if_network_fs
 from memsync.storage import append_bytes, read_chunks, read_from, read_tail
+
+if TYPE_CHECKING:
+    from memsync.compaction import CompactionResult
 
 __all__ = [
     "FUTURE_TOLERANCE",
@@ -51,7 +54,8 @@ MAX_FUTURE = 24 * 3600 * SECOND
 FUTURE_TOLERANCE = 5 * 60 * SECOND
 """`check` reports records dated more than this ahead of the local clock."""
 
-_TAIL_FOR_CLOCK = 256 * 1024
+_TAIL_FOR_CLOCK = 16 * 1024
+"""How much of the end of a file the hybrid clock reads: memsync's own last write is there."""
 
 
 def now_us() -> int:
@@ -231,8 +235,9 @@ def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
     def visit(name: str, line: int, rec: Record) -> None:
         if rec.ts > limit:
             future.append((name, line, rec))
-        # The raw line is a cheap prefilter; the verdict is on the human-written values.
-        if not rec.deleted and find_secrets(rec.raw.decode("utf-8")):
+        # The raw line is a cheap prefilter (unless JSON escapes could hide a value); the
+        # verdict is on the human-written values.
+        if not rec.deleted and (b"\\" in rec.raw or find_secrets(rec.raw.decode("utf-8"))):
             for what in find_secrets(record_text_values(rec)):
                 found.append(SecretFinding(name, line, what))
 
@@ -344,7 +349,7 @@ class Memory:
             "expires_at": _as_text_ts(expires_at),
             "supersedes": supersedes,
         }
-        model = self._append(obj, _as_us(now))
+        model = self._append(obj, _as_us(now), fresh_id=True)
         assert isinstance(model, Entry)
         return model
 
@@ -378,10 +383,38 @@ class Memory:
         assert isinstance(model, Tombstone)
         return model
 
-    def _append(self, obj: dict[str, Any], now: int | None) -> Entry | Tombstone:
-        """Stamp, validate (through the one validator, `classify`) and append one record."""
+    def compact(
+        self,
+        *,
+        now: int | datetime | None = None,
+        horizon_days: float = 90.0,
+        quiet_seconds: float = 60.0,
+        dry_run: bool = False,
+        acknowledged: Callable[[Record], bool] | None = None,
+        grace_seconds: float = 5.0,
+    ) -> CompactionResult:
+        """Rewrite the file with only what its view needs (rules 15 and 16); see
+        `memsync.compaction.compact_file`. Raises NotQuiet when the file is busy."""
+        from memsync.compaction import compact_file  # it imports this module
+
+        return compact_file(
+            self.path,
+            now=_as_us(now),
+            horizon_days=horizon_days,
+            quiet_seconds=quiet_seconds,
+            dry_run=dry_run,
+            acknowledged=acknowledged,
+            grace_seconds=grace_seconds,
+        )
+
+    def _append(
+        self, obj: dict[str, Any], now: int | None, *, fresh_id: bool = False
+    ) -> Entry | Tombstone:
+        """Stamp, validate (through the one validator, `classify`) and append one record.
+        `fresh_id`: the id was just drawn at random, so no record of it can exist yet."""
         with file_lock(self.path, self.lock_timeout):
-            obj["created_at"] = format_ts(self._stamp(obj["id"], now_us() if now is None else now))
+            at = now_us() if now is None else now
+            obj["created_at"] = format_ts(self._stamp(None if fresh_id else obj["id"], at))
             line = msgspec.json.encode(obj)
             parsed = classify(line, source=str(self.path))
             if not isinstance(parsed, Record):
@@ -390,7 +423,7 @@ class Memory:
             append_bytes(self.path, line + b"\n", header=header_line(parsed.ts))
         return to_model(parsed)
 
-    def _stamp(self, rid: str, now: int) -> int:
+    def _stamp(self, rid: str | None, now: int) -> int:
         """The `created_at` for a new record of `rid`: a hybrid clock.
 
         At least `now`; at least 1 ms after the newest record of `rid` in the file (so a
@@ -405,10 +438,10 @@ class Memory:
         size = self.path.stat().st_size if self.path.exists() else 0
         lines, _ = _split(read_tail(self.path, size, _TAIL_FOR_CLOCK)) if size else ([], 0)
         for raw in lines:
-            rec = classify(raw)
+            rec = classify(raw, source=str(self.path))
             if type(rec) is Record and floor < rec.ts <= limit:
                 floor = rec.ts
-        newest = self._newest_of(rid)
+        newest = None if rid is None else self._newest_of(rid)
         if newest is not None:
             floor = max(floor, newest + MS)
         return -(-floor // MS) * MS  # whole milliseconds, rounded up
@@ -422,7 +455,7 @@ class Memory:
                 continue
             for raw in chunk.lines:
                 if needle in raw:
-                    rec = classify(raw)
+                    rec = classify(raw, source=str(self.path))
                     if type(rec) is Record and rec.id == rid:
                         newest = rec.ts if newest is None else max(newest, rec.ts)
         return newest
@@ -436,7 +469,7 @@ class Memory:
         for chunk in read_chunks(self.path):
             for raw in chunk.lines:
                 if needle in raw:
-                    rec = classify(raw)
+                    rec = classify(raw, source=str(self.path))
                     if type(rec) is Record and rec.id == rid:
                         index.add(rec)
         return index.current(rid)

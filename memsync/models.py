@@ -7,12 +7,12 @@ single place that decides validity); strict mode keeps pydantic from coercing an
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from memsync.core.records import Record
+from memsync.core.timestamps import to_datetime
 
 __all__ = ["Entry", "Kind", "Tombstone", "to_model"]
 
@@ -53,11 +53,24 @@ class Tombstone(_Frozen):
 
     id: str = Field(min_length=1)
     deleted: Literal[True] = True
-    created_at: datetime
+    created_at: AwareDatetime
 
 
 def to_model(record: Record) -> Entry | Tombstone:
-    """The pydantic model of a valid record."""
+    """The pydantic model of a valid record, its instants exactly the record's (pydantic
+    truncates digits beyond the microsecond where memsync rounds them)."""
+    model: Entry | Tombstone
     if record.deleted:
-        return Tombstone.model_validate_json(record.raw)
-    return Entry.model_validate_json(record.raw)
+        model = Tombstone.model_validate_json(record.raw)
+    else:
+        model = Entry.model_validate_json(record.raw)
+    exact = to_datetime(record.ts)
+    if model.created_at != exact:
+        model = model.model_copy(update={"created_at": exact.astimezone(model.created_at.tzinfo)})
+    if isinstance(model, Entry) and record.expires is not None and model.expires_at is not None:
+        expires = to_datetime(record.expires)
+        if model.expires_at != expires:
+            model = model.model_copy(
+                update={"expires_at": expires.astimezone(model.expires_at.tzinfo)}
+            )
+    return model

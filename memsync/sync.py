@@ -155,6 +155,7 @@ class _State:
     watermarks: str = ""  # the last watermark document published
     snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.hub
     marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # peers' watermarks
+    replica: str | None = None  # the replica id, so the file, the own_* fields are about
 
     @classmethod
     def load(cls, path: Path) -> _State:
@@ -208,6 +209,12 @@ class _Pass:
         base = state_dir / "sync" / memory
         self.state_path = base / f"{remote}.json"
         self.state = _State.load(self.state_path)
+        if self.state.replica != replica:
+            # Another replica id than last time (the fix a clash message asks for): our hub
+            # file is another file, and what we knew of the old one says nothing about it.
+            st = self.state
+            st.own_size, st.own_tail, st.own_generation, st.pushed = None, "", None, None
+            st.replica = replica
         self.hub = DigestStore(base / f"{remote}.hub.sqlite")
         self.index = FileIndex(local, index_path(state_dir, local))
         self.own = replica + _SUFFIX

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 import msgspec
@@ -35,6 +35,10 @@ MAX_LINE_BYTES = 64 * 1024
 _SUPPORTED_FORMAT = re.compile(r"agent-memory/0\.\d+\Z")
 _MAX_ID_CHARS = 128
 _US = timedelta(microseconds=1)
+# Instants a datetime can represent in UTC: an offset can push "9999-12-31T23:59:59-01:00"
+# past year 9999, which would make formatting the instant fail later.
+_FIRST_US = (datetime.min.replace(tzinfo=UTC) - EPOCH) // _US
+_LAST_US = (datetime.max.replace(tzinfo=UTC) - EPOCH) // _US
 _KINDS = frozenset(KINDS)
 
 
@@ -99,7 +103,7 @@ class _Fields(msgspec.Struct, gc=False):
     """
 
     id: str
-    created_at: Timestamp
+    created_at: msgspec.Raw  # decoded by `_instant`, which also sees how it is written
     deleted: bool = False
     kind: Literal["preference", "lesson", "fact", "source", "avoid"] | None = None
     text: str | None = None
@@ -107,7 +111,7 @@ class _Fields(msgspec.Struct, gc=False):
     tags: list[str] = []
     source: str | None = None
     confidence: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 1.0
-    expires_at: Timestamp | None = None
+    expires_at: msgspec.Raw = msgspec.Raw(b"null")
     supersedes: str | None = None
 
 
@@ -125,7 +129,7 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
         UnsupportedFormat: a header names a format other than agent-memory/0.x (rule 2).
             `source` and `line_no` only serve this message.
     """
-    if len(raw) > MAX_LINE_BYTES:
+    if len(raw) - raw.endswith(b"\r") > MAX_LINE_BYTES:  # the CRLF terminator aside
         return Invalid(f"line longer than {MAX_LINE_BYTES} bytes")
     try:
         f = _decode_fields(raw)
@@ -134,7 +138,9 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
     rid = f.id
     if not rid or len(rid) > _MAX_ID_CHARS or not rid.isprintable():
         return Invalid("'id' is empty, too long or holds control characters")
-    ts = (f.created_at - EPOCH) // _US
+    ts = _instant(f.created_at)
+    if isinstance(ts, str):
+        return Invalid(f"'created_at' {ts}")
     if f.deleted:
         return Record(raw, rid, ts, True, False, None, None)
     if f.kind is None:
@@ -143,10 +149,39 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
         return Invalid("missing 'text'")
     if not f.scope:
         return Invalid("'scope' is empty")
-    expires = None if f.expires_at is None else (f.expires_at - EPOCH) // _US
+    expires: int | None = None
+    if bytes(f.expires_at) != b"null":
+        instant = _instant(f.expires_at)
+        if isinstance(instant, str):
+            return Invalid(f"'expires_at' {instant}")
+        expires = instant
     if f.supersedes == "":
         return Invalid("'supersedes' is empty")
     return Record(raw, rid, ts, False, f.source == "user", f.supersedes, expires)
+
+
+_decode_instant = msgspec.json.Decoder(Timestamp).decode
+
+
+def _instant(value: msgspec.Raw) -> int | str:
+    """Microseconds since the epoch of a JSON timestamp, or why it is not one (rule 3).
+
+    msgspec's RFC 3339 parser (in C) does the work; two things are checked around it: the
+    zone offset has its colon (msgspec also takes ISO 8601's "+0100", RFC 3339 does not),
+    and the instant falls within the years 1 to 9999 in UTC (an offset can push
+    "9999-12-31T23:59:59-01:00" past them, where no datetime can represent it).
+    """
+    text = bytes(value)
+    try:
+        dt = _decode_instant(text)
+    except msgspec.DecodeError:
+        return "is not an RFC 3339 timestamp with a zone"
+    if text[-2:-1] not in (b"Z", b"z") and text[-4:-3] != b":":
+        return "needs a colon in its zone offset (RFC 3339: +01:00)"
+    us = (dt - EPOCH) // _US
+    if not _FIRST_US <= us <= _LAST_US:
+        return "is outside the years 1 to 9999 in UTC"
+    return us
 
 
 def _not_a_record(raw: bytes, error: str, source: str, line_no: int) -> Parsed:
@@ -170,11 +205,7 @@ def _not_a_record(raw: bytes, error: str, source: str, line_no: int) -> Parsed:
 
 def _reason(error: str) -> str:
     """msgspec's message, in memsync's words where they read better."""
-    error = error.replace("Object missing required field", "missing field")
-    if "datetime" in error or "RFC3339" in error:
-        field = error.rpartition("$.")[2].rstrip("`")
-        return f"'{field}' is not an RFC 3339 timestamp with a zone"
-    return error
+    return error.replace("Object missing required field", "missing field")
 
 
 def _header(obj: dict[str, object], source: str, line_no: int) -> Header:

@@ -8,6 +8,7 @@ kept to the microsecond, as Python's datetime does: digits beyond it are rounded
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -20,6 +21,8 @@ MS = 1_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 
+_COLONLESS = re.compile(r"[+-]\d{4}\Z")  # ISO 8601's "+0100", which RFC 3339 does not allow
+
 Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 """An RFC 3339 date-time with a zone, as msgspec decodes it."""
 
@@ -30,7 +33,7 @@ def parse_ts(text: object) -> int | None:
     Return None when `text` is not a string or not a valid RFC 3339 date-time with a zone
     (a date alone, no zone, "yesterday", hour 24, February 30th, a leap second).
     """
-    if type(text) is not str:
+    if type(text) is not str or _COLONLESS.search(text) is not None:
         return None
     try:
         dt = msgspec.convert(text, Timestamp)
@@ -55,11 +58,10 @@ def format_ts(us: int) -> str:
     """RFC 3339 UTC with milliseconds (the form memsync writes), or microseconds when the
     instant has them."""
     dt = to_datetime(us)
-    if dt.microsecond % 1000 == 0:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    spec = "milliseconds" if dt.microsecond % 1000 == 0 else "microseconds"
+    return dt.replace(tzinfo=None).isoformat(timespec=spec) + "Z"  # isoformat pads year 1
 
 
 def canonical_ts(us: int) -> str:
     """The fixed-width form used inside canonical JSON (rule 7): equal instants, equal text."""
-    return to_datetime(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return to_datetime(us).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

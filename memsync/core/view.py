@@ -63,6 +63,12 @@ class Index:
             if rec.supersedes is not None:
                 bit = SUPERSEDED_BY_USER if rec.user else SUPERSEDED_BY_INFERRED
                 self.superseded[rec.supersedes] = self.superseded.get(rec.supersedes, 0) | bit
+        if not rec.deleted:
+            other = (self.inferred if rec.user else self.user).get(rec.id)
+            if other is not None and other.ts == rec.ts and canonical(other) != canonical(rec):
+                # Same key, different source class: twins too (rule 7); rule 9 ranks the
+                # user one first, so the view needs nothing more.
+                self.twins.append((other, rec) if other.user else (rec, other))
         old = best.get(rec.id)
         if old is None:
             best[rec.id] = rec

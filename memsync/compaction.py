@@ -1,0 +1,576 @@
+"""Compacting a memory file (SEMANTICS rules 15 and 16): the shell around
+`memsync.core.compaction`.
+
+`compact_file` starts only when the file is quiet: unchanged for `quiet_seconds`, held open
+for writing by no other process (`memsync.procfs`), and its lock taken; otherwise it raises
+`NotQuiet`, and the caller tries again later. Then, still under the lock:
+
+1. stale leftovers of a killed compaction are dealt with (`_clean_up`);
+2. pass 1 reads the file through one fd, folding every record (`Survey`), and the plan is
+   made; pass 2 reads the same bytes again to count what is dropped and to move the bad
+   lines, byte for byte, to `<file>.rejected` (fsynced before anything else changes);
+3. a new header (a new `generation` token) and the kept lines go to a temp file in the same
+   folder, which is fsynced, hard-linked aside as `.<name>.old-<pid>-<offset>` (the old
+   inode, so that a kill cannot lose what reaches it late), renamed over the file, and the
+   folder fsynced;
+4. the old inode is drained: complete lines that reached it after the read are appended to
+   the new file, until no other process holds it open for writing (or the grace period
+   ends where there is no /proc); an unterminated last line left there goes to the side
+   file. Then the aside link is removed.
+
+A kill at any point leaves the old file or the new one in place, never a mix; the next
+compaction removes the temp file and drains an aside link from its recorded offset.
+The file is never truncated or edited in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import xxhash
+
+from memsync.core.compaction import DROP_REASONS, CompactionPlan, Rejected, Survey, plan_compaction
+from memsync.core.lines import Header, classify
+from memsync.core.records import Record
+from memsync.core.timestamps import SECOND, format_ts
+from memsync.errors import LockTimeout, NotQuiet
+from memsync.lock import file_lock
+from memsync.memfile import header_line, no_gc, now_us
+from memsync.procfs import available as procfs_available
+from memsync.procfs import writers
+from memsync.storage import CHUNK_BYTES, append_bytes, fsync_dir
+
+__all__ = [
+    "DAY",
+    "DEFAULT_GRACE_SECONDS",
+    "DEFAULT_HORIZON_DAYS",
+    "DEFAULT_QUIET_SECONDS",
+    "CompactionResult",
+    "Drained",
+    "compact_file",
+    "drain",
+    "rejected_path",
+]
+
+logger = logging.getLogger(__name__)
+
+DAY = 24 * 3600 * SECOND
+DEFAULT_HORIZON_DAYS = 90.0
+DEFAULT_QUIET_SECONDS = 60.0
+DEFAULT_GRACE_SECONDS = 5.0
+"""How long, at most, to keep draining the old inode for a writer that opened the file just
+before the rename. With /proc the drain stops as soon as no process holds it open (after
+`_SETTLE` seconds); without it, it drains for the whole period."""
+
+_SETTLE = 0.05
+"""Drain at least this long: a writer may have resolved the path before the rename and not
+yet installed its fd where /proc shows it."""
+_POLL = 0.02
+_STALE_AFTER = 60.0
+_LOCK_TIMEOUT = 1.0
+
+
+def rejected_path(path: Path) -> Path:
+    """The side file of a memory file's bad lines: `<file>.rejected` (rule 4)."""
+    return path.with_name(path.name + ".rejected")
+
+
+@dataclass
+class CompactionResult:
+    """What a compaction did, or would do (`dry_run`); the `compact --json` document.
+
+    Attributes:
+        path: the file.
+        size_before, size_after: its size in bytes (after: as written, or as it would be).
+        lines_before: complete lines read; lines_after: lines of the new file (header
+            and drained lines included).
+        kept: records kept.
+        dropped: lines dropped, by reason (`memsync.core.compaction.DROP_REASONS`).
+        rejected: bad lines moved to `<file>.rejected`.
+        drained: complete lines copied from the old inode after the read (rule 16).
+        pinned: tombstones past the horizon kept because a superseding record needs them.
+        generation: the new header's token (None when the file was not rewritten).
+        rewritten: False when there was nothing to drop, or for a dry run.
+    """
+
+    path: str
+    size_before: int = 0
+    size_after: int = 0
+    lines_before: int = 0
+    lines_after: int = 0
+    kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    rejected: int = 0
+    drained: int = 0
+    pinned: int = 0
+    generation: str | None = None
+    rewritten: bool = False
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size_before": self.size_before,
+            "size_after": self.size_after,
+            "lines_before": self.lines_before,
+            "lines_after": self.lines_after,
+            "kept": self.kept,
+            "dropped": {r: self.dropped[r] for r in DROP_REASONS if self.dropped.get(r)},
+            "rejected": self.rejected,
+            "drained": self.drained,
+            "pinned": self.pinned,
+            "generation": self.generation,
+            "rewritten": self.rewritten,
+            "dry_run": self.dry_run,
+        }
+
+
+def compact_file(
+    path: Path,
+    *,
+    now: int | None = None,
+    horizon_days: float = DEFAULT_HORIZON_DAYS,
+    quiet_seconds: float = DEFAULT_QUIET_SECONDS,
+    dry_run: bool = False,
+    acknowledged: Callable[[Record], bool] | None = None,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    lock_timeout: float = _LOCK_TIMEOUT,
+) -> CompactionResult:
+    """Rewrite `path` with only the lines its view still needs (rules 15 and 16).
+
+    Args:
+        path: the memory file.
+        now: the instant of the compaction in microseconds (default: the local clock);
+            tombstones older than `now` minus the horizon may go.
+        horizon_days: how old a tombstone must be before it may go.
+        quiet_seconds: how long the file must have been unchanged.
+        dry_run: plan and count, change nothing (no lock, no quiet check).
+        acknowledged: whether every replica known in the hub has read past a tombstone
+            (from the sync layer); None for a file with no hub: every tombstone is.
+        grace_seconds: how long, at most, to drain the old inode after the rename.
+        lock_timeout: how long to wait for the file's lock.
+
+    Returns:
+        What was done, with sizes and the dropped lines by reason.
+
+    Raises:
+        NotQuiet: the file changed within `quiet_seconds`, another process holds it open
+            for writing, or another memsync process holds its lock.
+        UnsupportedFormat: a header names a format memsync does not read (rule 2).
+        OSError: the file cannot be read or the folder written.
+
+    Example:
+        >>> compact_file(Path("me.jsonl"), quiet_seconds=0).dropped
+        {'older version': 12, 'header': 1}
+    """
+    at = now_us() if now is None else now
+    horizon = round(horizon_days * DAY)
+    if dry_run:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            work = _Work(path, fd, at)
+            work.survey()
+            work.plan_and_account(horizon, acknowledged, reject=False)
+            return work.result(dry_run=True)
+        finally:
+            os.close(fd)
+    with _compaction_lock(path, lock_timeout):
+        _clean_up(path, at)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _check_quiet(path, os.fstat(fd), quiet_seconds)
+            work = _Work(path, fd, at)
+            work.survey()
+            if not work.nothing_to_do(horizon, acknowledged):
+                work.plan_and_account(horizon, acknowledged, reject=True)
+                work.rewrite(grace_seconds)
+            return work.result(dry_run=False)
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def _compaction_lock(path: Path, timeout: float) -> Iterator[None]:
+    """The file's lock, or NotQuiet when another memsync process holds it."""
+    lock = file_lock(path, timeout)
+    try:
+        lock.__enter__()
+    except LockTimeout:
+        raise NotQuiet(f"{path}: locked by another memsync process") from None
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _check_quiet(path: Path, st: os.stat_result, quiet_seconds: float) -> None:
+    age = time.time() - st.st_mtime
+    if age < quiet_seconds:
+        raise NotQuiet(
+            f"{path}: changed {max(age, 0.0):.0f} s ago; quiet period is {quiet_seconds:g} s"
+        )
+    busy = writers(st.st_dev, st.st_ino)
+    if busy:
+        who = ", ".join(str(w) for w in busy)
+        raise NotQuiet(f"{path}: open for writing by {who}; compaction would lose its writes")
+
+
+class _Work:
+    """One compaction in progress: the file's old inode, read through `fd`."""
+
+    def __init__(self, path: Path, fd: int, now: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.now = now
+        st = os.fstat(fd)
+        self.mode = stat.S_IMODE(st.st_mode)
+        self.dev, self.ino = st.st_dev, st.st_ino
+        self.size = st.st_size
+        self.end = 0
+        self.lines = 0
+        self.digest = b""
+        self.first_is_header = False
+        self.survey_ = Survey()
+        self.plan: CompactionPlan | None = None
+        self.out = CompactionResult(str(path))
+
+    def survey(self) -> None:
+        """Pass 1: fold every complete line into the survey."""
+        hasher = xxhash.xxh3_128()
+        name = str(self.path)
+        with no_gc():
+            for lines, first, end, data in _read_lines(self.fd, 0, None):
+                hasher.update(data)
+                if first == 1 and lines:
+                    self.first_is_header = type(classify(lines[0], source=name)) is Header
+                self.survey_.fold(lines, source=name, first_line=first)
+                self.lines = first + len(lines) - 1
+                self.end = end
+        self.size = max(self.size, self.end)
+        self.digest = hasher.digest()
+
+    def nothing_to_do(self, horizon: int, acknowledged: Callable[[Record], bool] | None) -> bool:
+        """Whether the file is already compact: a header, then only kept records. Then it
+        is left alone, so that peers need not read it again from the start."""
+        records = self.survey_.index.records
+        if self.lines != records + 1 or not self.first_is_header:
+            return False
+        with no_gc():
+            plan = plan_compaction(
+                self.survey_, now=self.now, horizon=horizon, acknowledged=acknowledged
+            )
+        self.plan = plan
+        if len(plan.keep) != records:
+            return False
+        self.out.kept = records
+        return True
+
+    def plan_and_account(
+        self,
+        horizon: int,
+        acknowledged: Callable[[Record], bool] | None,
+        *,
+        reject: bool,
+    ) -> None:
+        """Plan, then pass 2: count the dropped lines and move the bad ones aside."""
+        hasher = xxhash.xxh3_128()
+        name = str(self.path)
+        bad: list[Rejected] = []
+        with no_gc():
+            plan = self.plan or plan_compaction(
+                self.survey_, now=self.now, horizon=horizon, acknowledged=acknowledged
+            )
+            self.plan = plan
+            for lines, first, _end, data in _read_lines(self.fd, 0, self.end):
+                hasher.update(data)
+                bad += plan.account(lines, source=name, first_line=first)
+        if hasher.digest() != self.digest:
+            raise NotQuiet(f"{self.path}: rewritten in place during compaction; try again")
+        if reject and bad:
+            _reject(self.path, bad, self.now)
+        self.out.rejected = len(bad)
+
+    def rewrite(self, grace_seconds: float) -> None:
+        """Write the temp file, set the old inode aside, rename, drain (rule 16)."""
+        plan = self.plan
+        assert plan is not None
+        path, folder = self.path, self.path.parent
+        generation = os.urandom(8).hex()
+        tmp = folder / f".{path.name}.tmp-compact-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        renamed = False
+        aside: Path | None = None
+        try:
+            try:
+                os.fchmod(fd, self.mode)
+                _write_all(fd, header_line(self.now, generation))
+                for block in plan.data():
+                    _write_all(fd, block)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            aside = _set_aside(path, self.end)
+            st = os.stat(path)
+            if (st.st_dev, st.st_ino) != (self.dev, self.ino):
+                raise NotQuiet(f"{path}: replaced by another program during compaction")
+            os.replace(tmp, path)
+            renamed = True
+            fsync_dir(folder)
+        finally:
+            if not renamed:
+                _unlink(tmp)
+                if aside is not None:
+                    _unlink(aside)
+        self.out.generation = generation
+        self.out.rewritten = True
+        drained = drain(self.fd, self.end, path, time.monotonic() + grace_seconds)
+        if drained.torn:
+            _reject(path, [Rejected(0, drained.torn, "unterminated last line")], self.now)
+            self.out.rejected += 1
+        self.out.drained = drained.lines
+        if aside is not None:
+            _unlink(aside)
+
+    def result(self, *, dry_run: bool) -> CompactionResult:
+        out = self.out
+        out.dry_run = dry_run
+        out.size_before = self.size
+        out.lines_before = self.lines
+        plan = self.plan
+        if plan is not None:
+            out.kept = len(plan.keep)
+            dropped = plan.dropped
+            out.dropped = {r: dropped[r] for r in DROP_REASONS if dropped.get(r)}
+            out.pinned = len(plan.pinned)
+        if out.rewritten:
+            st = os.stat(self.path)
+            out.size_after = st.st_size
+            out.lines_after = 1 + out.kept + out.drained
+        elif dry_run and plan is not None:
+            out.size_after = len(header_line(self.now)) + sum(len(r.raw) + 1 for r in plan.keep)
+            out.lines_after = 1 + out.kept
+            if self.size > self.end:
+                out.size_after += self.size - self.end
+        else:
+            out.size_after, out.lines_after = self.size, self.lines
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """What `drain` copied: complete lines and their size in bytes; `torn` is an unterminated
+    last line left in the old inode when the drain ended (b"" when none)."""
+
+    lines: int
+    size: int
+    torn: bytes
+
+
+def drain(old_fd: int, offset: int, path: Path, until: float) -> Drained:
+    """Copy to `path` the complete lines that reach the old inode `old_fd` from `offset` on.
+
+    Runs until the monotonic clock passes `until` and, where /proc can tell, until no
+    other process holds the old inode open for writing (but at least `_SETTLE` seconds,
+    never past `until` while nobody does). Appends go to `path` as whole lines with one
+    write each (rule 13); the caller holds the file's lock, so `path` is the new inode.
+    """
+    st = os.fstat(old_fd)
+    can_tell = procfs_available()
+    settle = time.monotonic() + min(_SETTLE, max(0.0, until - time.monotonic()))
+    lines = copied = 0
+    pending = b""
+    while True:
+        chunk = _pread_all(old_fd, offset + len(pending))
+        data = pending + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            append_bytes(path, data[:cut])
+            lines += data.count(b"\n", 0, cut)
+            copied += cut
+            offset += cut
+        pending = data[cut:]
+        now = time.monotonic()
+        if now >= until:
+            if can_tell and (busy := writers(st.st_dev, st.st_ino)):
+                logger.warning(
+                    "%s: %s still holds the old file open; what it writes now is not copied",
+                    path,
+                    ", ".join(map(str, busy)),
+                )
+            break
+        if now >= settle and can_tell and not writers(st.st_dev, st.st_ino):
+            if _pread_all(old_fd, offset + len(pending)):
+                continue  # a last write landed between the read and the check
+            break
+        time.sleep(_POLL)
+    if lines:
+        logger.info("%s: copied %d line(s) that reached the old file late", path, lines)
+    return Drained(lines, copied, pending)
+
+
+def _pread_all(fd: int, offset: int) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        block = os.pread(fd, CHUNK_BYTES, offset)
+        if not block:
+            return b"".join(parts)
+        parts.append(block)
+        offset += len(block)
+
+
+def _read_lines(
+    fd: int, start: int, stop: int | None
+) -> Iterator[tuple[list[bytes], int, int, bytes]]:
+    """Complete lines of `fd` from `start` to `stop` (or EOF), a chunk at a time: the
+    lines, the number of the first, the offset after the last, and the bytes they span."""
+    pending = b""
+    offset, line_no = start, 1
+    pos = start
+    while stop is None or pos < stop:
+        size = CHUNK_BYTES if stop is None else min(CHUNK_BYTES, stop - pos)
+        block = os.pread(fd, size, pos)
+        if not block:
+            return
+        pos += len(block)
+        data = pending + block if pending else block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            pending = data
+            continue
+        lines = data[: cut - 1].split(b"\n")
+        pending = data[cut:]
+        yield lines, line_no, offset + cut, data[:cut]
+        offset += cut
+        line_no += len(lines)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _reject(path: Path, bad: list[Rejected], now: int) -> None:
+    """Append bad lines, byte for byte, to `<file>.rejected` (0600) and fsync it.
+
+    Each is preceded by a note naming where it came from. The note is a header line (rule
+    2: a header anywhere else is skipped), so `memsync check` on the side file lists
+    exactly the bad lines."""
+    side = rejected_path(path)
+    parts: list[bytes] = []
+    for item in bad:
+        note: dict[str, object] = {
+            "format": "agent-memory/0.1",
+            "created_at": format_ts(now),
+            "rejected_from": path.name,
+            "reason": item.reason,
+        }
+        if item.line:
+            note["line"] = item.line
+        parts.append(msgspec.json.encode(note) + b"\n" + item.raw + b"\n")
+    append_bytes(side, b"".join(parts), header=header_line(now))
+    fd = os.open(side, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _set_aside(path: Path, offset: int) -> Path | None:
+    """Hard-link the old inode as `.<name>.old-<pid>-<offset>`: if this process is killed
+    after the rename, the next compaction drains it from `offset` (see `_clean_up`). Where
+    the filesystem has no hard links, compaction goes on without."""
+    aside = path.with_name(f".{path.name}.old-{os.getpid()}-{offset}")
+    try:
+        os.link(path, aside)
+    except OSError as exc:
+        logger.debug("%s: no hard link for the old file (%s)", path, exc)
+        return None
+    return aside
+
+
+_TMP = re.compile(r"\.tmp-(?:compact-)?(\d+)\Z")
+_ASIDE = re.compile(r"\.old-(\d+)-(\d+)\Z")
+
+
+def _clean_up(path: Path, now: int) -> None:
+    """Under the lock, deal with what a killed compaction left (rule 16).
+
+    - `.<name>.tmp-*` temp files whose process is dead, or older than a minute, are
+      removed (a compaction's own temp file is only ever written under the lock, so any
+      found here is stale).
+    - `.<name>.old-<pid>-<offset>` links to an old inode: if it is still the file, the kill
+      came before the rename and the link goes; otherwise the complete lines after
+      `offset` are copied into the file (a kill during the drain) before it goes.
+    """
+    prefix = f".{path.name}."
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        rest = name[len(prefix) - 1 :]
+        leftover = path.parent / name
+        if rest.startswith(".tmp-"):
+            m = _TMP.match(rest)
+            if (m and rest.startswith(".tmp-compact-")) or _stale(leftover, m):
+                logger.info("%s: removing a stale temp file", leftover)
+                _unlink(leftover)
+        elif (m := _ASIDE.match(rest)) is not None:
+            _recover(path, leftover, int(m.group(2)), now)
+
+
+def _stale(leftover: Path, m: re.Match[str] | None) -> bool:
+    try:
+        age = time.time() - os.lstat(leftover).st_mtime
+    except OSError:
+        return False
+    if age > _STALE_AFTER:
+        return True
+    return m is not None and not _alive(int(m.group(1)))
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _recover(path: Path, aside: Path, offset: int, now: int) -> None:
+    try:
+        fd = os.open(aside, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        old, cur = os.fstat(fd), os.stat(path)
+        if (old.st_dev, old.st_ino) != (cur.st_dev, cur.st_ino):
+            drained = drain(fd, offset, path, time.monotonic())
+            if drained.torn:
+                _reject(path, [Rejected(0, drained.torn, "unterminated last line")], now)
+            logger.warning(
+                "%s: recovered %d line(s) from a compaction that was killed", path, drained.lines
+            )
+    finally:
+        os.close(fd)
+    _unlink(aside)
+
+
+def _unlink(path: Path) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(path)

@@ -1,0 +1,368 @@
+"""Compaction planning (SEMANTICS rule 15): which lines a rewritten file must keep.
+
+Pure: records in, a `CompactionPlan` out; the shell (`memsync.compaction`) reads the file
+and writes the result. Two passes over the file, so that memory stays that of one `Index`:
+`Survey.fold` takes every line once (pass 1), `plan_compaction` decides, and
+`CompactionPlan.account` takes every line again (pass 2) only to count what is dropped and
+why, and to hand back the bad lines for the side file (rule 4).
+
+What "invisible to every future merge" requires
+------------------------------------------------
+The view of a set of records depends, for each id X, only on (see `memsync.core.view`):
+T(X), the instant of its latest tombstone; U(X) and I(X), its best user and best inferred
+versions; and S(X), whether some user entry, and whether some inferred entry, ever
+superseded X. Adding lines L joins these summaries (max, max, max, or), so a compacted file
+C, a subset of O, satisfies view(C + L) == view(O + L) for every L and every `now` when, per id:
+
+1. C holds the latest tombstone of X (rule 8). An older one is redundant: T is a max.
+2. C holds U(X) when it is later than T(X): any tombstone L brings either deletes it or
+   not, and then it is current; a user version at or before T(X) is dead in every future
+   union, and so is every lower one, so they all go ("deleted version").
+3. C holds I(X) when it is later than T(X) and not older than a live U(X). An inferred
+   version older than U(X) never becomes current: whatever deletes U(X) deletes it too,
+   and while U(X) lives it outranks it (rule 9); the merge skips it for the same reason
+   (rule 14). One at the very instant of U(X) is dead as well, but the merge would append
+   it again, so it stays (no churn).
+4. Versions are kept whatever their `expires_at` (rule 11): dropping an expired current
+   version would let a stale older version, held by a replica, become current again.
+5. Twins at a kept position (same key, different content, rule 7) are all kept: the
+   tie-break takes the greatest canonical text among every twin ever seen, and dropping a
+   loser would only make the merge append it again (churn).
+6. S(X) is forever, whatever happens to the superseding record (rule 10), so for each
+   superseded id C keeps one user superseding record when there is one, else one
+   inferred. (When a user one exists the inferred one adds nothing: the user bit alone
+   removes X.) That record is preferably one kept anyway; else one still later than its
+   own id's tombstone; else a dead one, and then its own id's tombstone is **pinned**:
+   kept forever, horizon or not. Without the pin the superseder, once its tombstone ages
+   out, would come back to life as the current version of its id (the resurrection bug
+   rule 15 warns about). A tombstone for the *superseded* id would not do: it is not
+   forever, a later re-add of X would come alive, where supersession keeps X out.
+7. A tombstone past the horizon and acknowledged (every replica read past it) may go,
+   unless pinned; the versions it deleted went already (2, 3). Then the equality holds
+   only for the L that replicas can still hold: none holds a version of X at or before
+   the dropped tombstone without a tombstone as late, which is what the acknowledgement
+   and the horizon stand for.
+8. Everything else goes: older versions, older tombstones, duplicates (same key, same
+   canonical content, rule 7), headers (the shell writes a new one) and blank lines. Each
+   dropped record is one the merge would judge beaten or duplicate (rule 14), so merging
+   the original file into the compacted one appends nothing.
+
+Bad lines are not in the plan: `account` hands them back and the shell moves them, byte for
+byte, to the side file (rule 4). Kept lines are copied byte for byte (rule 5), in
+(`created_at`, `id`) order, so a reader that lets later lines win agrees with the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+from memsync.core.lines import Blank, Header, Invalid, classify
+from memsync.core.records import Record, canonical
+from memsync.core.view import Index
+
+__all__ = [
+    "DROP_REASONS",
+    "CompactionPlan",
+    "Rejected",
+    "Survey",
+    "compact_lines",
+    "plan_compaction",
+]
+
+DROP_REASONS = (
+    "duplicate",
+    "older version",
+    "deleted version",
+    "replaced tombstone",
+    "old tombstone",
+    "header",
+    "blank",
+)
+"""Why a line was dropped, in the order reports list them."""
+
+Acknowledged = Callable[[Record], bool]
+
+
+def _everything(_rec: Record) -> bool:
+    return True
+
+
+@dataclass(slots=True)
+class Survey:
+    """Pass 1: what compaction must know of every record, folded in any order.
+
+    Attributes:
+        index: the per-id summary of the view (`memsync.core.view.Index`).
+        superseding: for each superseded id, the distinct entries that supersede it
+            (rule 10 counts every entry ever seen, live or not; about 1% of records).
+    """
+
+    index: Index = field(default_factory=Index)
+    superseding: dict[str, dict[bytes, Record]] = field(default_factory=dict)
+
+    def add(self, rec: Record) -> None:
+        """Fold one record."""
+        self.index.add(rec)
+        if rec.supersedes is not None and not rec.deleted:
+            self.superseding.setdefault(rec.supersedes, {}).setdefault(rec.raw, rec)
+
+    def fold(self, lines: Iterable[bytes], *, source: str = "<bytes>", first_line: int = 1) -> None:
+        """Fold complete lines (without their "\\n"); headers, blank and bad lines are left
+        for pass 2. Raises UnsupportedFormat (rule 2)."""
+        add = self.add
+        for n, raw in enumerate(lines, first_line):
+            parsed = classify(raw, source=source, line_no=n)
+            if type(parsed) is Record:
+                add(parsed)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A bad line for the side file: where it was, its bytes (no "\\n"), and why."""
+
+    line: int
+    raw: bytes
+    reason: str
+
+
+@dataclass(slots=True)
+class _Decisions:
+    """What the plan decided, per id, for `account` to tell why a line was dropped."""
+
+    index: Index
+    floors: dict[str, int]
+    expired: frozenset[str]
+
+    def kept_best(self, best: Record) -> bool:
+        """Whether the best version of its class (or a copy of it) is kept (rules 2, 3)."""
+        if best.user:
+            tomb = self.index.tombs.get(best.id)
+            return tomb is None or best.ts > tomb.ts
+        floor = self.floors.get(best.id)
+        return floor is None or best.ts > floor
+
+
+@dataclass(slots=True)
+class CompactionPlan:
+    """What the compacted file holds, and (once every line went through `account`) what
+    was dropped: `dropped`, by reason (`DROP_REASONS`).
+
+    Attributes:
+        keep: the records to write, byte for byte, in (`created_at`, `id`) order.
+        pinned: ids whose tombstone is past the horizon and acknowledged, yet kept because
+            a kept superseding record of that id is dead without it (rule 15).
+        rejected: how many bad lines `account` handed back for the side file.
+    """
+
+    keep: list[Record]
+    pinned: set[str]
+    _decisions: _Decisions = field(repr=False)
+    rejected: int = 0
+    _kept: frozenset[bytes] | None = field(default=None, repr=False)
+    _counts: dict[str, int] = field(default_factory=dict, repr=False)
+    _matched: int = field(default=0, repr=False)
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """How many lines were dropped, by reason (bad lines not included)."""
+        counts = dict(self._counts)
+        copies = self._matched - len(self.keep)
+        if copies > 0:  # every kept line occurs once in the file; more copies are duplicates
+            counts["duplicate"] = counts.get("duplicate", 0) + copies
+        return counts
+
+    def data(self) -> Iterable[bytes]:
+        """The kept lines, each with its "\\n", in batches (for streaming writes)."""
+        batch: list[bytes] = []
+        for rec in self.keep:
+            batch.append(rec.raw)
+            if len(batch) == 8192:
+                yield b"\n".join(batch) + b"\n"
+                batch = []
+        if batch:
+            yield b"\n".join(batch) + b"\n"
+
+    def account(
+        self, lines: Iterable[bytes], *, source: str = "<bytes>", first_line: int = 1
+    ) -> list[Rejected]:
+        """Pass 2: count the dropped lines among `lines` by reason; return the bad ones.
+
+        Every line of the surveyed file must go through here exactly once for `dropped`
+        to be complete. A line byte-equal to a kept record is cheap (a set lookup); only
+        the others are classified again.
+        """
+        if self._kept is None:
+            self._kept = frozenset(rec.raw for rec in self.keep)
+        kept = self._kept
+        bad: list[Rejected] = []
+        dropped = self._counts
+        lines = lines if isinstance(lines, list) else list(lines)
+        rest = [(n, raw) for n, raw in enumerate(lines, first_line) if raw not in kept]
+        self._matched += len(lines) - len(rest)
+        for n, raw in rest:
+            parsed = classify(raw, source=source, line_no=n)
+            if type(parsed) is Record:
+                reason = self._reason(parsed)
+            elif type(parsed) is Invalid:
+                bad.append(Rejected(n, raw, parsed.reason))
+                continue
+            elif type(parsed) is Header:
+                reason = "header"
+            else:
+                assert type(parsed) is Blank
+                reason = "blank"
+            dropped[reason] = dropped.get(reason, 0) + 1
+        self.rejected += len(bad)
+        return bad
+
+    def _reason(self, rec: Record) -> str:
+        """Why a record that is not kept was dropped (see the module docstring)."""
+        decisions = self._decisions
+        index = decisions.index
+        tomb = index.tombs.get(rec.id)
+        if rec.deleted:
+            if rec.id in decisions.expired:
+                return "old tombstone"
+            if tomb is not None and tomb.ts == rec.ts:
+                return "duplicate"
+            return "replaced tombstone"
+        if tomb is not None and rec.ts <= tomb.ts:
+            return "deleted version"
+        best = (index.user if rec.user else index.inferred).get(rec.id)
+        if best is not None and best.ts == rec.ts and decisions.kept_best(best):
+            return "duplicate"
+        return "older version"
+
+
+def plan_compaction(
+    survey: Survey,
+    *,
+    now: int,
+    horizon: int,
+    acknowledged: Acknowledged | None = None,
+) -> CompactionPlan:
+    """Decide what the compacted file keeps (rule 15; the module docstring says why).
+
+    Args:
+        survey: every record of the file, folded (pass 1).
+        now: the instant of the compaction, in microseconds.
+        horizon: how old, in microseconds, a tombstone must be before it may go.
+        acknowledged: whether every replica known in the hub has read past a tombstone;
+            None means every tombstone is (a file with no hub).
+
+    Returns:
+        The plan; call `account` on every line of the file to fill its counts.
+    """
+    ack = acknowledged or _everything
+    index = survey.index
+    tombs = index.tombs
+
+    # Rules 2 and 3: the best versions later than their id's tombstone, and an inferred
+    # one only when later than a live user version too. Written as comprehensions: this
+    # runs once per id of a file that may hold a million.
+    floors = {rid: tomb.ts for rid, tomb in tombs.items()}
+    users = [
+        best for rid, best in index.user.items() if (t := tombs.get(rid)) is None or best.ts > t.ts
+    ]
+    # A live user version is later than T; an inferred one at its very instant is kept,
+    # as the merge (rule 14) skips only inferred versions strictly older than a user one.
+    floors.update((best.id, best.ts - 1) for best in users)
+    inferred = [
+        best
+        for rid, best in index.inferred.items()
+        if (f := floors.get(rid)) is None or best.ts > f
+    ]
+    decisions = _Decisions(index, floors, frozenset())
+    keep = users + inferred
+    twins = _twins(index, decisions)  # rule 5
+    keep += twins
+    twin_lines = {rec.raw for rec in twins}
+
+    def kept(rec: Record) -> bool:
+        best = (index.user if rec.user else index.inferred).get(rec.id)
+        if best is not None and best.raw == rec.raw:
+            return decisions.kept_best(best)
+        return rec.raw in twin_lines
+
+    # Rule 7: which tombstones could go.
+    cutoff = now - horizon
+    expired = {rid for rid, t in tombs.items() if t.ts < cutoff and ack(t)}
+
+    # Rule 6: one superseding record per superseded id, and the pins it needs.
+    pinned: set[str] = set()
+    for candidates in survey.superseding.values():
+        users_ = [r for r in candidates.values() if r.user]
+        chosen = _pick_superseder(users_ or list(candidates.values()), kept, tombs, expired)
+        if not kept(chosen):
+            keep.append(chosen)
+        tomb = tombs.get(chosen.id)
+        if tomb is not None and chosen.ts <= tomb.ts and chosen.id in expired:
+            pinned.add(chosen.id)
+    expired -= pinned
+    decisions.expired = frozenset(expired)
+
+    keep += [tomb for rid, tomb in tombs.items() if rid not in expired]
+    keep.sort(key=attrgetter("ts", "id", "raw"))
+    return CompactionPlan(keep=keep, pinned=pinned, _decisions=decisions)
+
+
+def _twins(index: Index, decisions: _Decisions) -> list[Record]:
+    """Every canonically distinct twin at a kept best position (rule 7), besides the best
+    itself."""
+    found: list[Record] = []
+    seen: dict[tuple[str, bool], set[bytes]] = {}
+    for pair in index.twins:
+        for rec in pair:
+            best = (index.user if rec.user else index.inferred)[rec.id]
+            if rec.ts != best.ts or rec.raw == best.raw or not decisions.kept_best(best):
+                continue
+            texts = seen.get((rec.id, rec.user))
+            if texts is None:
+                texts = seen[(rec.id, rec.user)] = {canonical(best)}
+            text = canonical(rec)
+            if text not in texts:
+                texts.add(text)
+                found.append(rec)
+    return found
+
+
+def _pick_superseder(
+    candidates: list[Record],
+    kept: Callable[[Record], bool],
+    tombs: dict[str, Record],
+    expired: set[str],
+) -> Record:
+    """The superseding record to keep: one kept anyway, else one not deleted, else one
+    whose tombstone stays anyway, else the latest (its tombstone is then pinned)."""
+
+    def cost(rec: Record) -> tuple[int, int, bytes]:
+        tomb = tombs.get(rec.id)
+        if kept(rec):
+            rank = 0
+        elif tomb is None or rec.ts > tomb.ts:
+            rank = 1
+        elif rec.id not in expired:
+            rank = 2
+        else:
+            rank = 3
+        return (rank, -rec.ts, rec.raw)
+
+    return min(candidates, key=cost)
+
+
+def compact_lines(
+    lines: Iterable[bytes],
+    *,
+    now: int,
+    horizon: int,
+    acknowledged: Acknowledged | None = None,
+) -> tuple[CompactionPlan, list[Rejected]]:
+    """Plan the compaction of complete lines held in memory (both passes); for tests and
+    small files. Returns the plan, with its counts, and the bad lines."""
+    held = list(lines)
+    survey = Survey()
+    survey.fold(held)
+    plan = plan_compaction(survey, now=now, horizon=horizon, acknowledged=acknowledged)
+    return plan, plan.account(held)

@@ -1,0 +1,68 @@
+"""Shared test setup: the Hypothesis settings profiles and the logging guard.
+
+Profiles (attrs' `tests/conftest.py` shape): "dev" by default, "ci" when `CI=true`;
+`HYPOTHESIS_PROFILE` picks one explicitly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+# No deadline in dev either: other jobs share these machines, and a per-example deadline
+# would turn their load into flaky failures. Speed is watched by the suite's total time.
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
+)
+
+
+@pytest.fixture(autouse=True)
+def _restore_memsync_logger() -> Iterator[None]:
+    """Put the "memsync" logger back as it was after each test.
+
+    `memsync.cli.main` configures that logger (the application's right, STYLE guideline
+    10); without this, a CLI test would leak its handler into every later test, and the
+    guard in test_architecture.py could not tell the library from the CLI.
+    """
+    logger = logging.getLogger("memsync")
+    handlers, level, propagate, disabled = (
+        list(logger.handlers),
+        logger.level,
+        logger.propagate,
+        logger.disabled,
+    )
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)  # setLevel, not `.level =`: it also clears the level cache
+    logger.propagate = propagate
+    logger.disabled = disabled
+
+
+# --- sshd_server (added for tests/test_sync_ssh.py and tests/test_sync_faults.py) -------
+# The same session-scoped fixture as tests/transports/conftest.py's (which still overrides
+# it for the transport tests), so that sync and daemon tests anywhere under tests/ can use
+# the real OpenSSH server. Under CI=true `start_sshd` fails instead of skipping.
+
+from tests.sshd import SshdServer, start_sshd
+
+
+@pytest.fixture(scope="session")
+def sshd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
+    """A real OpenSSH server on 127.0.0.1 for the whole session."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+# --- end of sshd_server --------------------------------------------------------------------

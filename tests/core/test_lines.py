@@ -1,0 +1,331 @@
+"""Reading lines (SEMANTICS rules 1 to 4): `split_complete` and `classify`, bytes in, values out.
+
+`classify` is the single place that decides validity, so every bad-line shape of rule 4 is
+pinned here, including the ones a lax validator would let through (`"0.9"` as a
+confidence, `true` as a number).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memsync.core.lines import (
+    MAX_LINE_BYTES,
+    Blank,
+    Header,
+    Invalid,
+    classify,
+    split_complete,
+)
+from memsync.core.records import KINDS, Record
+from memsync.core.timestamps import parse_ts
+from memsync.errors import UnsupportedFormat
+
+TS = "2026-11-01T00:00:00Z"
+_DROP = object()
+
+
+def line(**changes: Any) -> bytes:
+    """A valid entry line with `changes` applied (`_DROP` removes a field)."""
+    obj: dict[str, Any] = {
+        "id": "a1a1a1a1a1a1",
+        "kind": "lesson",
+        "text": "Run the linters before pushing.",
+        "scope": "global",
+        "tags": [],
+        "source": "session:s1",
+        "confidence": 0.9,
+        "expires_at": None,
+        "supersedes": None,
+        "created_at": TS,
+    }
+    for name, value in changes.items():
+        if value is _DROP:
+            del obj[name]
+        else:
+            obj[name] = value
+    return json.dumps(obj).encode()
+
+
+def tombstone(**changes: Any) -> bytes:
+    obj: dict[str, Any] = {"id": "a1a1a1a1a1a1", "deleted": True, "created_at": TS}
+    for name, value in changes.items():
+        if value is _DROP:
+            del obj[name]
+        else:
+            obj[name] = value
+    return json.dumps(obj).encode()
+
+
+def test_a_valid_entry_is_a_record_with_its_bytes_kept() -> None:
+    raw = line(source="user", supersedes="b2b2b2b2b2b2", expires_at="2026-12-01T00:00:00Z")
+    rec = classify(raw)
+    assert isinstance(rec, Record)
+    assert rec.raw == raw
+    assert rec.id == "a1a1a1a1a1a1"
+    assert rec.ts == parse_ts(TS)
+    assert rec.key == ("a1a1a1a1a1a1", parse_ts(TS))
+    assert not rec.deleted
+    assert rec.user
+    assert rec.supersedes == "b2b2b2b2b2b2"
+    assert rec.expires == parse_ts("2026-12-01T00:00:00Z")
+
+
+def test_a_tombstone_is_a_record() -> None:
+    rec = classify(tombstone())
+    assert isinstance(rec, Record)
+    assert rec.deleted
+    assert (rec.user, rec.supersedes, rec.expires) == (False, None, None)
+
+
+def test_only_required_fields_gives_the_defaults() -> None:
+    """Rule 3: scope, tags, source, confidence, expires_at and supersedes are optional."""
+    raw = b'{"id": "x", "kind": "fact", "text": "t", "created_at": "2026-11-01T00:00:00Z"}'
+    rec = classify(raw)
+    assert isinstance(rec, Record)
+    assert (rec.user, rec.supersedes, rec.expires) == (False, None, None)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_is_accepted(kind: str) -> None:
+    assert isinstance(classify(line(kind=kind)), Record)
+
+
+@pytest.mark.parametrize("confidence", [0, 0.0, 1, 1.0, 0.5, 1e-9])
+def test_confidence_in_range_is_accepted(confidence: float) -> None:
+    assert isinstance(classify(line(confidence=confidence)), Record)
+
+
+def test_unknown_fields_are_allowed_and_kept_verbatim() -> None:
+    """Rules 3 and 5: unknown extra fields are allowed; the raw bytes keep them."""
+    raw = line(**{"x-origin": {"host": "laptop", "n": [1, 2]}, "weight": 3})
+    rec = classify(raw)
+    assert isinstance(rec, Record)
+    assert rec.fields()["x-origin"] == {"host": "laptop", "n": [1, 2]}
+    assert rec.raw == raw
+
+
+# Rule 4: every shape of bad line. Each gives Invalid with a reason; the `hint` must appear
+# in the reason, so that a person reading `memsync check` knows which field to fix.
+BAD: list[tuple[str, bytes, str]] = [
+    ("bad-json", b'{"id": "x1", "kind": "lesson", "text": "unterminated', "JSON"),
+    ("bad-json-trailing", line() + b" junk", "JSON"),
+    ("bad-utf8", line(text="PLACEHOLDER").replace(b"PLACEHOLDER", b"\xff\xfe"), "UTF-8"),
+    ("bad-utf8-truncated-sequence", line(text="x").replace(b'"x"', b'"\xc3"'), "UTF-8"),
+    ("non-object-array", b"[1, 2, 3]", "object"),
+    ("non-object-string", b'"a string"', "object"),
+    ("non-object-number", b"42", "object"),
+    ("non-object-null", b"null", "object"),
+    ("non-object-true", b"true", "object"),
+    ("missing-id", line(id=_DROP), "id"),
+    ("missing-kind", line(kind=_DROP), "kind"),
+    ("missing-text", line(text=_DROP), "text"),
+    ("missing-created_at", line(created_at=_DROP), "created_at"),
+    ("tombstone-missing-created_at", tombstone(created_at=_DROP), "created_at"),
+    ("tombstone-missing-id", tombstone(id=_DROP), "id"),
+    ("id-number", line(id=42), "id"),
+    ("id-null", line(id=None), "id"),
+    ("id-empty", line(id=""), "id"),
+    ("kind-number", line(kind=1), "kind"),
+    ("kind-unknown", line(kind="opinion"), "kind"),
+    ("kind-null", line(kind=None), "kind"),
+    ("text-number", line(text=42), "text"),
+    ("text-null", line(text=None), "text"),
+    ("text-list", line(text=["a"]), "text"),
+    ("created_at-number", line(created_at=1_700_000_000), "created_at"),
+    ("created_at-null", line(created_at=None), "created_at"),
+    ("scope-number", line(scope=1), "scope"),
+    ("scope-null", line(scope=None), "scope"),
+    ("tags-string", line(tags="fetching"), "tags"),
+    ("tags-of-numbers", line(tags=[1, 2]), "tags"),
+    ("tags-null", line(tags=None), "tags"),
+    ("source-number", line(source=7), "source"),
+    ("source-list", line(source=["user"]), "source"),
+    ("confidence-string", line(confidence="0.9"), "confidence"),
+    ("confidence-true", line(confidence=True), "confidence"),
+    ("confidence-false", line(confidence=False), "confidence"),
+    ("confidence-null", line(confidence=None), "confidence"),
+    ("confidence-1.5", line(confidence=1.5), "confidence"),
+    ("confidence-negative", line(confidence=-0.1), "confidence"),
+    ("confidence-NaN", line(confidence=float("nan")), "JSON"),
+    ("confidence-Infinity", line(confidence=float("inf")), "JSON"),
+    ("confidence-overflow", line().replace(b"0.9", b"1e999"), "confidence"),
+    ("expires_at-number", line(expires_at=5), "expires_at"),
+    ("expires_at-naive", line(expires_at="2026-12-01T00:00:00"), "expires_at"),
+    ("expires_at-words", line(expires_at="tomorrow"), "expires_at"),
+    ("supersedes-number", line(supersedes=3), "supersedes"),
+    ("supersedes-list", line(supersedes=["b2b2b2b2b2b2"]), "supersedes"),
+    ("deleted-yes", tombstone(deleted="yes"), "deleted"),
+    ("deleted-1", tombstone(deleted=1), "deleted"),
+    ("created_at-naive", line(created_at="2026-11-01T00:00:00"), "created_at"),
+    ("created_at-yesterday", line(created_at="yesterday"), "created_at"),
+    ("created_at-feb-30", line(created_at="2026-02-30T00:00:00Z"), "created_at"),
+    ("created_at-date-only", line(created_at="2026-11-01"), "created_at"),
+    ("created_at-hour-24", line(created_at="2026-11-01T24:00:00Z"), "created_at"),
+    ("created_at-epoch-string", line(created_at="1700000000"), "created_at"),
+    ("tombstone-naive", tombstone(created_at="2026-11-01T00:00:00"), "created_at"),
+    ("over-64-KiB", line(text="x" * MAX_LINE_BYTES), "longer"),
+]
+
+
+@pytest.mark.parametrize(("raw", "hint"), [pytest.param(r, h, id=i) for i, r, h in BAD])
+def test_bad_lines_are_invalid_with_a_reason(raw: bytes, hint: str) -> None:
+    """Rule 4: anything but a header, a blank line or a well-typed record is a bad line: a
+    value with a reason, never an exception, never a record."""
+    parsed = classify(raw, source="m.jsonl", line_no=7)
+    assert isinstance(parsed, Invalid), parsed
+    assert hint.lower() in parsed.reason.lower(), parsed.reason
+
+
+def test_the_size_limit_is_64_KiB_without_the_terminator() -> None:
+    """Rule 4's limit: a line of exactly 64 KiB is read, one byte more is bad."""
+    base = line(text="")
+    exact = line(text="x" * (MAX_LINE_BYTES - len(base)))
+    assert len(exact) == MAX_LINE_BYTES == 64 * 1024
+    assert isinstance(classify(exact), Record)
+    over = line(text="x" * (MAX_LINE_BYTES - len(base) + 1))
+    assert isinstance(classify(over), Invalid)
+
+
+def test_the_size_limit_excludes_a_crlf_terminator() -> None:
+    """The same 64 KiB line written with a CRLF ending (rule 1) is as valid as with LF."""
+    base = line(text="")
+    exact = line(text="x" * (MAX_LINE_BYTES - len(base)))
+    assert isinstance(classify(exact + b"\r"), Record)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b" ", b"   ", b"\t", b"\r", b" \r"],
+    ids=["empty", "sp", "3sp", "tab", "cr", "sp-cr"],
+)
+def test_blank_lines_are_skipped_not_bad(raw: bytes) -> None:
+    """Rule 3: blank lines (a CRLF file's blank line is b"\\r") are neither records nor bad."""
+    assert isinstance(classify(raw), Blank)
+
+
+def test_crlf_lines_are_read_and_keep_their_bytes() -> None:
+    """Rule 1: `\\r\\n` endings are accepted; rule 5: the raw bytes keep the `\\r`."""
+    raw = line() + b"\r"
+    rec = classify(raw)
+    assert isinstance(rec, Record)
+    assert rec.raw == raw
+    assert rec.key == classify(line()).key  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("fmt", ["agent-memory/0.1", "agent-memory/0.2", "agent-memory/0.10"])
+def test_supported_headers(fmt: str) -> None:
+    """Rule 2: the header names the format; any agent-memory/0.x is read."""
+    raw = json.dumps({"format": fmt, "created_at": TS, "generation": "g1"}).encode()
+    parsed = classify(raw)
+    assert parsed == Header(fmt, "g1")
+
+
+def test_a_header_without_generation() -> None:
+    raw = json.dumps({"format": "agent-memory/0.1", "created_at": TS}).encode()
+    assert classify(raw) == Header("agent-memory/0.1", None)
+
+
+@pytest.mark.parametrize(
+    "fmt", ["agent-memory/1.0", "agent-memory/0.1-beta", "other/0.1", "agent-memory", 1, None]
+)
+def test_unsupported_headers_raise_with_file_and_line(fmt: object) -> None:
+    """Rule 2: a format other than agent-memory/0.x is refused with a clear error, not
+    guessed at; the error names where it was found."""
+    raw = json.dumps({"format": fmt, "created_at": TS}).encode()
+    with pytest.raises(UnsupportedFormat) as info:
+        classify(raw, source="notes.jsonl", line_no=1)
+    assert "notes.jsonl:1" in str(info.value)
+    assert str(fmt) in str(info.value)
+    assert info.value.file == "notes.jsonl:1"
+
+
+def test_split_complete_keeps_only_terminated_lines() -> None:
+    """Rule 1: a line is complete only when it ends in a newline; the offset returned is
+    just past the last one, so a reader resumes at the torn line."""
+    data = b"one\ntwo\r\n\nthree"
+    lines, end = split_complete(data)
+    assert lines == [b"one", b"two\r", b""]
+    assert end == len(b"one\ntwo\r\n\n")
+    assert data[end:] == b"three"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"", ([], 0)),
+        (b"torn", ([], 0)),
+        (b"\n", ([b""], 1)),
+        (b"a\n", ([b"a"], 2)),
+        (b"a\nb\n", ([b"a", b"b"], 4)),
+    ],
+)
+def test_split_complete_edges(data: bytes, expected: tuple[list[bytes], int]) -> None:
+    assert split_complete(data) == expected
+
+
+def test_a_torn_line_completed_later_reads_once() -> None:
+    """Rule 1: what is torn now is read whole once its newline arrives, and only then."""
+    full = line() + b"\n"
+    first = full[:40]
+    lines, end = split_complete(first)
+    assert (lines, end) == ([], 0)
+    lines, end = split_complete(full)
+    assert lines == [line()]
+    assert end == len(full)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=8,
+)
+_FIELD_VALUES = st.one_of(
+    _JSON, st.sampled_from([TS, "2026-11-01T00:00:00+01:00", "a1a1a1a1a1a1", *KINDS, "user"])
+)
+
+
+@given(st.binary(max_size=200).map(lambda b: b.replace(b"\n", b"")))
+def test_classify_never_raises_on_arbitrary_bytes(raw: bytes) -> None:
+    """Rule 4: a line is never an exception. Whatever the bytes, classify returns a value
+    (an unsupported header is the one refusal, rule 2)."""
+    try:
+        parsed = classify(raw)
+    except UnsupportedFormat:
+        return
+    assert isinstance(parsed, Record | Header | Blank | Invalid)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["id", "kind", "text", "created_at", "deleted", "scope", "tags", "source",
+             "confidence", "expires_at", "supersedes", "extra"]
+        ),
+        _FIELD_VALUES,
+    )
+)  # fmt: skip
+def test_classify_never_raises_on_arbitrary_objects(obj: dict[str, Any]) -> None:
+    """Record-shaped objects with arbitrary field values are records or bad lines, and a
+    record's parsed fields obey rule 3's types."""
+    parsed = classify(json.dumps(obj).encode())
+    assert isinstance(parsed, Record | Invalid | Header)
+    if isinstance(parsed, Record):
+        assert isinstance(obj["id"], str)
+        assert obj["id"]
+        assert parse_ts(obj["created_at"]) == parsed.ts
+        if obj.get("deleted") is not True:
+            assert obj["kind"] in KINDS
+            assert isinstance(obj["text"], str)
+            conf = obj.get("confidence", 1.0)
+            assert type(conf) in (int, float)
+            assert 0 <= conf <= 1
+
+
+def test_an_offset_without_colon_is_a_bad_line() -> None:
+    assert isinstance(classify(line(created_at="2026-11-01T01:00:00+0100")), Invalid)

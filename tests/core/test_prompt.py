@@ -1,0 +1,215 @@
+"""`render_prompt` and `scope_matches`: the block an agent loads at the top of its context."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+
+import pytest
+
+from memsync.core.prompt import PROMPT_KIND_ORDER, PromptEntry, render_prompt, scope_matches
+from memsync.core.records import KINDS
+
+
+def e(
+    rid: str,
+    text: str,
+    *,
+    kind: str = "lesson",
+    scope: str = "global",
+    user: bool = False,
+    confidence: float = 1.0,
+    ts: int = 0,
+) -> PromptEntry:
+    return PromptEntry(rid, kind, text, scope, user, confidence, ts)
+
+
+def order_of(out: str, *needles: str) -> list[int]:
+    return [out.index(n) for n in needles]
+
+
+# Scope matching
+
+
+@pytest.mark.parametrize(
+    ("entry_scope", "task_scope", "expected"),
+    [
+        ("global", None, True),
+        ("global", "github.com", True),
+        ("global", "project:x", True),
+        ("github.com", None, False),
+        ("github.com", "github.com", True),
+        ("github.com", "api.github.com", True),
+        ("github.com", "a.b.github.com", True),
+        ("github.com", "notgithub.com", False),
+        ("github.com", "github.com.evil.example", False),
+        ("github.com", "gitlab.com", False),
+        ("api.github.com", "github.com", False),
+        ("project:x", "project:x", True),
+        ("project:x", "project:xy", False),
+        ("project:x", "project:", False),
+        ("project:x", "sub.project:x", False),
+        ("project:x", None, False),
+    ],
+)
+def test_scope_matches(entry_scope: str, task_scope: str | None, expected: bool) -> None:
+    """Global always; no task scope means global only; a domain matches itself and its
+    subdomains, never a name that merely ends with it; `project:x` matches exactly."""
+    assert scope_matches(entry_scope, task_scope) is expected
+
+
+MIXED = [
+    e("g", "global lesson"),
+    e("gh", "github lesson", scope="github.com"),
+    e("ngh", "notgithub lesson", scope="notgithub.com"),
+    e("px", "project x lesson", scope="project:x"),
+    e("py", "project y lesson", scope="project:y"),
+]
+
+
+def test_no_scope_gives_global_entries_only() -> None:
+    out = render_prompt(MIXED)
+    assert "global lesson" in out
+    for other in ("github lesson", "notgithub", "project x", "project y"):
+        assert other not in out
+
+
+def test_a_subdomain_task_gets_the_domain_entries() -> None:
+    out = render_prompt(MIXED, scope="api.github.com")
+    assert "global lesson" in out
+    assert "github lesson" in out
+    assert "notgithub lesson" not in out
+    assert "project" not in out
+
+
+def test_a_project_task_gets_its_project_only() -> None:
+    out = render_prompt(MIXED, scope="project:x")
+    assert "global lesson" in out
+    assert "project x lesson" in out
+    assert "project y lesson" not in out
+    assert "github" not in out
+
+
+# Layout
+
+
+def test_kinds_come_in_the_fixed_order() -> None:
+    """Groups follow PROMPT_KIND_ORDER (preference, avoid, lesson, fact, source) whatever
+    the entries' order, and every kind of rule 3 has a place in it."""
+    assert sorted(PROMPT_KIND_ORDER) == sorted(KINDS)
+    entries = [e(k, f"text of {k}", kind=k) for k in reversed(KINDS)]
+    out = render_prompt(entries)
+    positions = order_of(out, *(f"text of {k}" for k in PROMPT_KIND_ORDER))
+    assert positions == sorted(positions)
+    headings = re.findall(r"^## (.+)$", out, flags=re.MULTILINE)
+    assert len(headings) == len(KINDS)
+
+
+def test_user_entries_come_first_within_a_kind() -> None:
+    entries = [
+        e("i1", "inferred high", confidence=1.0, ts=1),
+        e("u1", "user low", user=True, confidence=0.1, ts=2),
+        e("i2", "inferred low", confidence=0.2, ts=3),
+    ]
+    out = render_prompt(entries)
+    a, b, c = order_of(out, "user low", "inferred high", "inferred low")
+    assert a < b < c
+
+
+def test_empty_memory_is_an_empty_block() -> None:
+    assert render_prompt([]) == ""
+    assert render_prompt([e("p", "scoped", scope="project:x")]) == ""
+    assert render_prompt([], max_chars=10) == ""
+
+
+def test_rendering_is_deterministic_in_any_input_order() -> None:
+    entries = [
+        e("a", "alpha", kind="fact", confidence=0.5, ts=3),
+        e("b", "beta", kind="fact", confidence=0.5, ts=3),
+        e("c", "gamma", kind="avoid", user=True),
+        e("d", "delta", kind="preference", confidence=0.7, ts=1),
+        e("f", "epsilon", kind="fact", confidence=0.5, ts=2),
+    ]
+    outputs = {render_prompt(list(p)) for p in itertools.permutations(entries)}
+    assert len(outputs) == 1
+    budget = len(outputs.pop()) - 10
+    assert (
+        len({render_prompt(list(p), max_chars=budget) for p in itertools.permutations(entries)})
+        == 1
+    )
+
+
+# Budget
+
+
+def _budget_entries() -> list[PromptEntry]:
+    rng = random.Random(7)
+    out = []
+    for i in range(12):
+        out.append(
+            e(
+                f"id{i:02d}",
+                f"entry {i:02d} " + "word " * rng.randint(1, 8),
+                kind=KINDS[i % len(KINDS)],
+                user=i % 4 == 0,
+                confidence=round(rng.random(), 2),
+                ts=i,
+            )
+        )
+    return out
+
+
+def test_max_chars_none_keeps_everything() -> None:
+    entries = _budget_entries()
+    out = render_prompt(entries, max_chars=None)
+    assert all(x.text in out for x in entries)
+    assert "left out" not in out
+
+
+def test_a_budget_large_enough_changes_nothing() -> None:
+    entries = _budget_entries()
+    full = render_prompt(entries)
+    assert render_prompt(entries, max_chars=len(full)) == full
+
+
+def test_max_chars_drops_the_lowest_confidence_first_and_says_how_many() -> None:
+    entries = _budget_entries()
+    full = render_prompt(entries)
+    by_confidence = sorted(entries, key=lambda x: (x.confidence, x.user, x.ts))
+    for budget in range(60, len(full)):
+        out = render_prompt(entries, max_chars=budget)
+        assert len(out) <= budget
+        kept = [x for x in entries if x.text in out]
+        dropped = [x for x in entries if x.text not in out]
+        assert dropped, budget
+        match = re.search(r"\((\d+) lower-confidence entr(?:y|ies) left out", out)
+        assert match is not None, out
+        assert int(match.group(1)) == len(dropped)
+        # Only the least confident go: every kept entry is at least as confident as every
+        # dropped one.
+        if kept:
+            assert min(x.confidence for x in kept) >= max(x.confidence for x in dropped)
+        # Exactly the first ones of the documented drop order (lowest confidence first;
+        # inferred before user, older before newer on ties).
+        assert {x.id for x in dropped} == {x.id for x in by_confidence[: len(dropped)]}
+
+
+@pytest.mark.parametrize("budget", [1, 5, 10, 20, 40])
+def test_any_budget_is_respected(budget: int) -> None:
+    out = render_prompt(_budget_entries(), max_chars=budget)
+    assert len(out) <= budget
+
+
+def test_on_equal_confidence_inferred_entries_go_before_user_entries() -> None:
+    long = " and more" * 20  # so that dropping one entry is enough to fit
+    entries = [
+        e("u", "said by the person" + long, user=True, confidence=0.5),
+        e("i", "inferred guess" + long, user=False, confidence=0.5),
+        e("h", "high", confidence=0.9),
+    ]
+    full = render_prompt(entries)
+    out = render_prompt(entries, max_chars=len(full) - 1)
+    assert "inferred guess" not in out
+    assert "said by the person" in out
+    assert "high" in out

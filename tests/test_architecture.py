@@ -1,0 +1,212 @@
+"""Architecture guards (STYLE guidelines 2, 3 and 10).
+
+- `memsync/core/` is pure: it imports nothing that does I/O, reads the clock or logs, and
+  nothing of the imperative shell.
+- `memsync.__all__` is the public surface: sorted, and exactly the public names of the
+  package.
+- The library never configures logging; only the application (`cli.main`, the daemon) does.
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import logging
+import types
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import memsync
+from memsync import Memory
+
+CORE = Path(memsync.__file__).resolve().parent / "core"
+
+FORBIDDEN_TOP = frozenset(
+    {
+        "os",
+        "io",
+        "pathlib",
+        "time",
+        "logging",
+        "socket",
+        "threading",
+        "subprocess",
+        "paramiko",
+        "watchfiles",
+        "apscheduler",
+        "filelock",
+        # Beyond STYLE's list, other ways to reach a disk, a network or a process:
+        "sqlite3",
+        "shutil",
+        "tempfile",
+        "fcntl",
+        "signal",
+        "asyncio",
+        "multiprocessing",
+    }
+)
+FORBIDDEN_MEMSYNC = frozenset(
+    f"memsync.{m}" for m in ("storage", "transports", "daemon", "cli", "memfile", "lock", "sync")
+)
+ALLOWED_MEMSYNC = ("memsync.core", "memsync.errors")
+"""The only parts of memsync the core may import: itself and the exception leaf."""
+FORBIDDEN_CALLS = frozenset({"open", "print", "input", "__import__"})
+CLOCK_ATTRS = frozenset({"now", "utcnow", "today", "time", "time_ns", "monotonic"})
+
+
+def _absolute(module: str | None, level: int, package: str) -> str:
+    """The absolute name of a (possibly relative) `from ... import` in `package`."""
+    if level == 0:
+        return module or ""
+    parts = package.split(".")
+    base = parts[: len(parts) - level + 1]
+    return ".".join([*base, module] if module else base)
+
+
+def impure_imports(source: str, package: str = "memsync.core") -> list[str]:
+    """Every forbidden module `source` imports (relative imports resolved in `package`)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module, node.level, package)
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        for name in names:
+            top = name.split(".")[0]
+            shell = any(name == m or name.startswith(m + ".") for m in FORBIDDEN_MEMSYNC) or (
+                top == "memsync"
+                and name != "memsync"
+                and not any(name == m or name.startswith(m + ".") for m in ALLOWED_MEMSYNC)
+            )
+            if top in FORBIDDEN_TOP or shell:
+                found.append(name)
+    return sorted(set(found))
+
+
+def impure_calls(source: str) -> list[str]:
+    """Calls that open files, print, or read the clock (`datetime.now()`, `time.time()`)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in FORBIDDEN_CALLS:
+            found.append(func.id)
+        elif isinstance(func, ast.Attribute) and func.attr in CLOCK_ATTRS:
+            found.append(ast.unparse(func))
+    return found
+
+
+CORE_FILES = sorted(CORE.glob("*.py"))
+
+
+def test_the_core_modules_are_found() -> None:
+    names = {p.name for p in CORE_FILES}
+    assert {"__init__.py", "lines.py", "records.py", "timestamps.py", "view.py"} <= names
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
+def test_core_imports_nothing_impure(path: Path) -> None:
+    """Guideline 2: core modules are functions of bytes and `now`."""
+    assert impure_imports(path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
+def test_core_never_opens_prints_or_reads_the_clock(path: Path) -> None:
+    """Guideline 1: `now` is always a parameter; no file is opened in the core."""
+    assert impure_calls(path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os",
+        "import os.path",
+        "from os import path",
+        "import logging.handlers",
+        "from pathlib import Path",
+        "import time as _t",
+        "from filelock import FileLock",
+        "from memsync import storage",
+        "from memsync.storage import append_bytes",
+        "from memsync.transports.ssh import SSHTransport",
+        "from .. import memfile",
+        "from ..cli import main",
+        "from ..lock import file_lock",
+        "from memsync.index import MergeIndex",
+        "from memsync import config",
+        "import sqlite3",
+        "def f():\n    import subprocess",
+    ],
+)
+def test_the_import_guard_catches(source: str) -> None:
+    """The guard itself can fail: each of these is caught, in any spelling."""
+    assert impure_imports(source) != []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import re",
+        "import msgspec",
+        "from datetime import UTC",
+        "from memsync.errors import UnsupportedFormat",
+        "from memsync.core.records import Record",
+        "from .records import Record",
+        "from . import timestamps",
+        "import osmium",  # only the module `os` itself is forbidden, not a prefix
+    ],
+)
+def test_the_import_guard_allows(source: str) -> None:
+    assert impure_imports(source) == []
+
+
+def test_the_call_guard_catches() -> None:
+    assert impure_calls("datetime.now(UTC)") == ["datetime.now"]
+    assert impure_calls("open('x')") == ["open"]
+    assert impure_calls("time.time()") == ["time.time"]
+    assert impure_calls("x = now + 1") == []
+
+
+def test_all_is_sorted_and_complete() -> None:
+    """Guideline 3: `memsync.__all__` is sorted and lists exactly the package's public
+    names (submodules and `from __future__` features are not API; `__version__` is)."""
+    assert memsync.__all__ == sorted(memsync.__all__)
+    public = {
+        name
+        for name, value in vars(memsync).items()
+        if not isinstance(value, types.ModuleType | __future__._Feature)
+        and (not name.startswith("_") or name == "__version__")
+    }
+    assert set(memsync.__all__) == public
+    assert len(memsync.__all__) == len(set(memsync.__all__))
+    for name in memsync.__all__:
+        assert getattr(memsync, name) is not None
+
+
+def test_the_library_never_configures_logging(tmp_path: Path) -> None:
+    """Guideline 10: library calls leave the "memsync" logger as they found it: level
+    NOTSET, no handlers, propagating to the application's handlers."""
+    logger = logging.getLogger("memsync")
+    root = logging.getLogger()
+    root_before = (list(root.handlers), root.level)
+    assert logger.level == logging.NOTSET
+    assert logger.handlers == []
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    mem = Memory.open(tmp_path / "m.jsonl", now=0)
+    entry = mem.add("fact", "A fact.", now=now)
+    mem.view(now=now)
+    mem.check(now=now)
+    mem.to_prompt(now=now)
+    mem.forget(entry.id, now=now)
+    with open(mem.path, "ab") as f:
+        f.write(b"{bad line\n")
+    mem.view(now=now)
+    assert logger.level == logging.NOTSET
+    assert logger.handlers == []
+    assert logger.propagate
+    assert (list(root.handlers), root.level) == root_before
