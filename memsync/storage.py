@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,7 +115,7 @@ def append_bytes(path: Path, data: bytes, *, header: bytes | None = None) -> int
         prefix = b""
         if size == 0 and header is not None:
             prefix = header
-        elif size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+        elif size > 0 and _torn(fd, size):
             prefix = b"\n"
         payload = prefix + data
         written = os.write(fd, payload)
@@ -124,6 +125,25 @@ def append_bytes(path: Path, data: bytes, *, header: bytes | None = None) -> int
         return os.fstat(fd).st_size
     finally:
         os.close(fd)
+
+
+def _torn(fd: int, size: int) -> bool:
+    """Whether the file ends in a torn line (a writer that died mid-line).
+
+    A size read while another process's O_APPEND write is under way can stop at a page
+    boundary inside its line (the kernel grows the size page by page), which looks torn
+    for an instant. So a missing final "\n" counts only once the size has stayed the same
+    for a moment; a false alarm would cost a blank line (harmless, rule 3), never a record.
+    """
+    for _ in range(5):
+        if os.pread(fd, 1, size - 1) == b"\n":
+            return False
+        time.sleep(0.002)
+        now = os.fstat(fd).st_size
+        if now == size:
+            return True
+        size = now
+    return os.pread(fd, 1, size - 1) != b"\n"
 
 
 def fsync_dir(directory: Path) -> None:
