@@ -129,7 +129,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         # The record objects exactly as written in their lines (rule 5), as one JSON array.
         out.write(b"[")
-        out.write(b",\n".join(r.raw.rstrip(b"\r") for r in records))
+        for i, rec in enumerate(records):  # streamed: no second copy of every line
+            out.write(b",\n" + rec.raw.rstrip(b"\r") if i else rec.raw.rstrip(b"\r"))
         out.write(b"]\n")
     else:
         for rec in records:
@@ -261,12 +262,12 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return EXIT_OK
-    would = "would be " if result.dry_run else ""
     if not result.dry_run and not result.rewritten:
         print(f"{path}: nothing to compact ({result.size_before:,} bytes, {result.kept:,} records)")
         return EXIT_OK
     print(
-        f"{path}: {result.size_before:,} -> {result.size_after:,} bytes {would}"
+        f"{path}{' (dry run)' if result.dry_run else ''}: "
+        f"{result.size_before:,} -> {result.size_after:,} bytes "
         f"({result.lines_before:,} -> {result.lines_after:,} lines; {result.kept:,} records kept)"
     )
     dropped = ", ".join(f"{n:,} {reason}" for reason, n in result.dropped.items())

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -212,11 +213,32 @@ def _text(rec: Record) -> str:
     return rec.raw.decode("utf-8", "replace")
 
 
-def record_text_values(rec: Record) -> str:
-    """The human-written strings of a record (text, scope, tags, source), for secret checks."""
-    obj = rec.fields()
-    parts = [obj.get("text"), obj.get("scope"), obj.get("source"), *obj.get("tags", [])]
-    return "\n".join(p for p in parts if isinstance(p, str))
+class _Texts(msgspec.Struct, gc=False):
+    """The human-written strings of a record: what a secret could hide in."""
+
+    text: str = ""
+    scope: str = ""
+    source: str | None = None
+    tags: list[str] = []
+
+
+_decode_texts = msgspec.json.Decoder(_Texts).decode
+
+
+def record_secrets(rec: Record) -> list[str]:
+    """What looks like a credential in the human-written strings of a record (its text,
+    scope, source and tags), decoded so that JSON escapes cannot hide a value. The short
+    fields repeat across records (a session id, a scope), so their verdicts are cached."""
+    t = _decode_texts(rec.raw)
+    found = find_secrets(t.text)
+    for value in (t.scope, t.source or "", *t.tags):
+        found += _field_secrets(value)
+    return list(dict.fromkeys(found))
+
+
+@lru_cache(maxsize=4096)
+def _field_secrets(value: str) -> list[str]:
+    return find_secrets(value)
 
 
 def view_of(paths: Sequence[Path], now: int | None = None) -> MemoryView:
@@ -235,10 +257,8 @@ def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
     def visit(name: str, line: int, rec: Record) -> None:
         if rec.ts > limit:
             future.append((name, line, rec))
-        # The raw line is a cheap prefilter (unless JSON escapes could hide a value); the
-        # verdict is on the human-written values.
-        if not rec.deleted and (b"\\" in rec.raw or find_secrets(rec.raw.decode("utf-8"))):
-            for what in find_secrets(record_text_values(rec)):
+        if not rec.deleted:
+            for what in record_secrets(rec):
                 found.append(SecretFinding(name, line, what))
 
     result = scan(paths, visit=visit)

@@ -1,0 +1,64 @@
+"""Shared helpers for the benchmarks: generated inputs (cached), timing with peak RSS."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "data"
+GENMEM = Path(os.environ.get("MEMSYNC_SHARED", ROOT.parent / "shared")) / "tools" / "genmem.py"
+
+
+def generated(name: str, *args: str) -> Path:
+    """A file made by genmem.py with `args`, cached under benchmarks/data/ (git-ignored)."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    out = DATA / name
+    marker = DATA / (name + ".done")
+    if not marker.exists():
+        subprocess.run([sys.executable, str(GENMEM), str(out), *args], check=True)
+        marker.touch()
+    return out
+
+
+@dataclass
+class Run:
+    seconds: float
+    rss_mb: float
+
+
+def timed(cmd: list[str], *, stdout: int | None = subprocess.DEVNULL, shell: bool = False) -> Run:
+    """Wall time and peak RSS of one command (GNU time's %M, in KB)."""
+    full = ["/usr/bin/time", "-f", "%e %M", *cmd] if not shell else cmd
+    started = time.perf_counter()
+    proc = subprocess.run(full, stdout=stdout, stderr=subprocess.PIPE, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{cmd}: exit {proc.returncode}: {proc.stderr[-500:]}")
+    last = proc.stderr.strip().splitlines()[-1].split()
+    return Run(elapsed, int(last[1]) / 1024)
+
+
+def median(runs: list[Run]) -> Run:
+    return Run(
+        statistics.median(r.seconds for r in runs), statistics.median(r.rss_mb for r in runs)
+    )
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.machine()}, {cpus} cores ({model}), Python {platform.python_version()}; shared and noisy"
