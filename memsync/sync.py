@@ -400,10 +400,17 @@ class _Pass:
             # of our local records), or someone else's (a clash).
             extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
             lines, end = _complete(extra)
-            records = [raw for raw in lines if not _is_header(raw)]
-            digests = list(map(line_digest, records))
-            mine = self.index.intersection(digests)
-            if len(mine) != len(set(digests)):
+            # Only valid records tell whose bytes these are: a header is not one, nor is a
+            # torn line of ours that a pass whose answer was lost terminated. A record went
+            # out without the "\r" of a CRLF local line: either form is ours.
+            records = [raw for raw in lines if _is_record(raw)]
+            mine = self.index.intersection(
+                [d for raw in records for d in (line_digest(raw), line_digest(raw + b"\r"))]
+            )
+            if any(
+                line_digest(raw) not in mine and line_digest(raw + b"\r") not in mine
+                for raw in records
+            ):
                 raise self._clash(f"{size - st.own_size} bytes appeared that we did not write")
             self.hub.add(map(line_digest, lines), self.now)
             st.own_size, st.own_tail = st.own_size + end, _b64((tail + extra[:end])[-TAIL_BYTES:])
@@ -424,9 +431,10 @@ class _Pass:
         return ReplicaClash(
             f"{self.where(self.own)}: our hub file holds bytes this machine did not write "
             f"({what}): another machine uses the replica id {self.replica!r} (a cloned VM or "
-            'a copied home directory?). Give one machine a new id: set replica = "<new '
-            "name>\" in its config, or delete the file 'replica' in its state directory; "
-            "then sync again. Pushing to this remote is stopped until then."
+            "a copied home directory?). Give this machine a new id (a new id for the other "
+            'one would not clear this): set replica = "<new name>" in its config, or delete '
+            "the file 'replica' in its state directory; then sync again. Pushing to this "
+            "remote is stopped until then."
         )
 
     def _write(self, offset: int, chunk: bytes) -> int:
@@ -462,14 +470,16 @@ class _Pass:
         out: list[bytes] = []
         seen: set[int] = set()
         for chunk in read_chunks(self.local, offset, line):
-            digests = list(map(line_digest, chunk.lines))
+            # A CRLF line goes out without its "\r": judge that form against the hub.
+            lines = [raw.rstrip(b"\r") if raw.endswith(b"\r") else raw for raw in chunk.lines]
+            digests = list(map(line_digest, lines))
             known = self.hub.intersection(digests)
-            for raw, digest in zip(chunk.lines, digests, strict=True):
+            for raw, digest in zip(lines, digests, strict=True):
                 if digest in known or digest in seen:
                     continue
                 if type(classify(raw)) is Record:  # bad lines never spread (rule 4)
                     seen.add(digest)
-                    out.append(raw.rstrip(b"\r") if raw.endswith(b"\r") else raw)
+                    out.append(raw)
             offset, line = chunk.end, chunk.first_line + len(chunk.lines)
         data = b"".join(raw + b"\n" for raw in out)
         return data, len(out), cursor_at(self.local, offset, line)
@@ -603,10 +613,10 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _is_header(raw: bytes) -> bool:
+def _is_record(raw: bytes) -> bool:
     try:
-        return isinstance(classify(raw), Header)
-    except MemsyncError:
+        return type(classify(raw)) is Record
+    except MemsyncError:  # a header of a format memsync does not read
         return False
 
 

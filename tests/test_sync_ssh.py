@@ -1,0 +1,76 @@
+"""test_sync.py's scenarios over SSH: three replicas reach the same hub folder through the
+real OpenSSH server on 127.0.0.1 (SFTP), each with its own config, state directory and
+connection. Under CI=true these run, never skip (`tests.sshd.start_sshd`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sshd import SshdServer, session_pids
+from tests.sync_helpers import (
+    Replica,
+    assert_converged,
+    converge,
+    forget_state_costs_a_reread,
+    hub_file,
+    make_replica,
+    record_lines,
+    ssh_remote,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Path:
+    root = tmp_path / "hub"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, hub: Path, sshd_server: SshdServer) -> list[Replica]:
+    return [make_replica(tmp_path, name, **ssh_remote(sshd_server, hub)) for name in "abc"]
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_three_replicas_converge_over_ssh_and_a_further_round_is_a_no_op(
+    replicas: list[Replica], hub: Path, seed: int
+) -> None:
+    converge(replicas, hub, seed, rounds=4)
+
+
+def test_a_deleted_state_directory_costs_a_reread_over_ssh(
+    replicas: list[Replica], hub: Path
+) -> None:
+    converge(replicas, hub, seed=13, rounds=3)
+    forget_state_costs_a_reread(replicas, hub, seed=13)
+
+
+def test_ssh_and_folder_replicas_share_one_hub(
+    tmp_path: Path, hub: Path, sshd_server: SshdServer
+) -> None:
+    """The hub is a folder: one machine mounts it, the others reach it over SSH."""
+    local = make_replica(tmp_path, "nas", str(hub))
+    remote = make_replica(tmp_path, "laptop", **ssh_remote(sshd_server, hub))
+    local.memory().add("fact", "Written next to the hub.")
+    remote.memory().add("lesson", "Written over SSH.")
+    for r in (local, remote, local):
+        r.sync()
+    assert_converged([local, remote])
+    assert len(record_lines(hub_file(hub, remote))) == 1
+    assert (hub_file(hub, remote).stat().st_mode & 0o777) == 0o600
+
+
+def test_each_sync_run_closes_its_connection(
+    replicas: list[Replica], sshd_server: SshdServer
+) -> None:
+    replicas[0].memory().add("fact", "One record.")
+    replicas[0].sync()
+    deadline = time.monotonic() + 5
+    while session_pids(sshd_server) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the session process exits just after the client hangs up
+    assert session_pids(sshd_server) == []
