@@ -54,13 +54,14 @@ from memsync.hub import (
     parse_watermarks,
     retired,
 )
-from memsync.index import TAIL_BYTES, Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
+from memsync.index import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
 from memsync.memfile import Memory, header_line, now_us
 from memsync.merging import index_path, merge_chunks
 from memsync.storage import atomic_replace, read_chunks
 from memsync.transports import RemoteFile, Transport, open_transport, validate_name
 
 __all__ = [
+    "HUB_TAIL_BYTES",
     "MAX_PEER_BYTES",
     "PUSH_CHUNK_BYTES",
     "SyncReport",
@@ -79,6 +80,13 @@ PUSH_CHUNK_BYTES = 256 * 1024
 """Pushes are written in chunks of at most this size, split on line boundaries."""
 
 _READ_BYTES = 1 << 20
+
+HUB_TAIL_BYTES = 1024
+"""How many bytes before a saved offset in a hub file are checked before reading on (a
+peer's file) or writing on (ours). Every pass reads them over the wire, so they are fewer
+than for local files; a rewrite by compaction is caught by the generation token anyway."""
+
+_HEAD_BYTES = 512  # enough for a header line: where the generation token is
 _SUFFIX = ".jsonl"
 
 
@@ -141,14 +149,14 @@ def resolve_replica(configured: str | None, state_dir: Path) -> str:
 class _PeerState:
     offset: int = 0
     line: int = 1
-    tail: str = ""  # hex hash of the TAIL_BYTES before offset
+    tail: str = ""  # hex hash of the HUB_TAIL_BYTES before offset
     generation: str | None = None
 
 
 @dataclass
 class _State:
     own_size: int | None = None  # our hub file's size as we last left it (None: unknown)
-    own_tail: str = ""  # base64 of its last TAIL_BYTES, to check and to extend the hash
+    own_tail: str = ""  # base64 of its last HUB_TAIL_BYTES, to check and to extend the hash
     own_generation: str | None = None
     pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
     peers: dict[str, _PeerState] = field(default_factory=dict)
@@ -280,18 +288,22 @@ class _Pass:
             return _PeerState()
         if size < state.offset:
             return _PeerState()
-        begin = max(0, state.offset - TAIL_BYTES)
+        begin = max(0, state.offset - HUB_TAIL_BYTES)
         tail = self.t.read(self.memory, name, begin, state.offset - begin)
         self.report.pulled_bytes += len(tail)
         if _hash(tail) != state.tail:
             return _PeerState()
         self._last_tail = tail
-        if begin > 0:
-            head = self.t.read(self.memory, name, 0, TAIL_BYTES)
-            self.report.pulled_bytes += len(head)
-            if _generation(head) != state.generation:
-                return _PeerState()
+        if begin > 0 and self._read_generation(name) != state.generation:
+            return _PeerState()
         return state
+
+    def _read_generation(self, name: str) -> str | None:
+        head = self.t.read(self.memory, name, 0, _HEAD_BYTES)
+        if b"\n" not in head and len(head) == _HEAD_BYTES:  # a long header: read it whole
+            head = self.t.read(self.memory, name, 0, 64 * 1024)
+        self.report.pulled_bytes += len(head)
+        return _generation(head)
 
     def _read_new(self, name: str, size: int, state: _PeerState) -> tuple[list[bytes], _PeerState]:
         """The complete lines past `state.offset`, and the state after them."""
@@ -310,13 +322,13 @@ class _Pass:
             block, end = _complete(pending + data)
             lines += block
             pending = (pending + data)[end:]
-            window = (window + data)[-(TAIL_BYTES + len(pending)) :]
+            window = (window + data)[-(HUB_TAIL_BYTES + len(pending)) :]
         done = offset - len(pending)
         if done == state.offset:
             return [], state
-        tail = window[: len(window) - len(pending)][-TAIL_BYTES:]
-        if len(tail) < min(TAIL_BYTES, done):  # not enough seen: read it
-            begin = max(0, done - TAIL_BYTES)
+        tail = window[: len(window) - len(pending)][-HUB_TAIL_BYTES:]
+        if len(tail) < min(HUB_TAIL_BYTES, done):  # not enough seen: read it
+            begin = max(0, done - HUB_TAIL_BYTES)
             tail = self.t.read(self.memory, name, begin, done - begin)
             self.report.pulled_bytes += len(tail)
         return lines, _PeerState(done, state.line + len(lines), _hash(tail), generation)
@@ -364,7 +376,7 @@ class _Pass:
             torn = self.t.read(self.memory, self.own, expected, size - expected)
             self.state.own_size, self.state.own_tail = (
                 size,
-                _b64((base64.b64decode(self.state.own_tail) + torn)[-TAIL_BYTES:]),
+                _b64((base64.b64decode(self.state.own_tail) + torn)[-HUB_TAIL_BYTES:]),
             )
             expected = self._write(size, b"\n")
             # Now a complete line of the hub: when the cut fell just before its "\n" it is
@@ -413,19 +425,21 @@ class _Pass:
             ):
                 raise self._clash(f"{size - st.own_size} bytes appeared that we did not write")
             self.hub.add(map(line_digest, lines), self.now)
-            st.own_size, st.own_tail = st.own_size + end, _b64((tail + extra[:end])[-TAIL_BYTES:])
+            st.own_size, st.own_tail = (
+                st.own_size + end,
+                _b64((tail + extra[:end])[-HUB_TAIL_BYTES:]),
+            )
         return st.own_size
 
     def _adopt(self, begin: int, size: int) -> tuple[int, str]:
         """Take our hub file as it is (complete lines); return its size and tail."""
         if size == 0:
             return 0, ""
-        data = self.t.read(self.memory, self.own, max(0, size - TAIL_BYTES), TAIL_BYTES)
+        data = self.t.read(self.memory, self.own, max(0, size - HUB_TAIL_BYTES), HUB_TAIL_BYTES)
         end = data.rfind(b"\n") + 1
         cut = size - len(data) + end
-        head = self.t.read(self.memory, self.own, 0, TAIL_BYTES)
-        self.state.own_generation = _generation(head)
-        return cut, _b64(data[:end][-TAIL_BYTES:])
+        self.state.own_generation = self._read_generation(self.own)
+        return cut, _b64(data[:end][-HUB_TAIL_BYTES:])
 
     def _clash(self, what: str) -> ReplicaClash:
         return ReplicaClash(
@@ -448,7 +462,7 @@ class _Pass:
             )
         self.hub.add(map(line_digest, chunk.split(b"\n")[:-1]), self.now)
         tail = base64.b64decode(self.state.own_tail) + chunk
-        self.state.own_size, self.state.own_tail = new_size, _b64(tail[-TAIL_BYTES:])
+        self.state.own_size, self.state.own_tail = new_size, _b64(tail[-HUB_TAIL_BYTES:])
         self.state.save(self.state_path)  # a crash now must not forget these bytes are ours
         self.report.pushed_bytes += len(chunk)
         return new_size
@@ -603,7 +617,7 @@ def compact_own_hub_file(
         if len(new) >= size:
             return None
         transport.replace(memory, own, new)
-        state.own_size, state.own_tail = len(new), _b64(new[-TAIL_BYTES:])
+        state.own_size, state.own_tail = len(new), _b64(new[-HUB_TAIL_BYTES:])
         state.own_generation = generation
         state.save(base / f"{remote}.json")
         return size, len(new)
