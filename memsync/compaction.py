@@ -46,8 +46,8 @@ from memsync.core.timestamps import SECOND, format_ts
 from memsync.errors import LockTimeout, NotQuiet
 from memsync.lock import file_lock
 from memsync.memfile import header_line, no_gc, now_us
+from memsync.procfs import Writer, writers
 from memsync.procfs import available as procfs_available
-from memsync.procfs import writers
 from memsync.storage import CHUNK_BYTES, append_bytes, fsync_dir
 
 __all__ = [
@@ -334,12 +334,8 @@ class _Work:
         self.out.generation = generation
         self.out.rewritten = True
         drained = drain(self.fd, self.end, path, time.monotonic() + grace_seconds)
-        if drained.torn:
-            _reject(path, [Rejected(0, drained.torn, "unterminated last line")], self.now)
-            self.out.rejected += 1
         self.out.drained = drained.lines
-        if aside is not None:
-            _unlink(aside)
+        self.out.rejected += _finish_drain(path, aside, drained, self.now)
 
     def result(self, *, dry_run: bool) -> CompactionResult:
         out = self.out
@@ -368,27 +364,36 @@ class _Work:
 
 @dataclass(frozen=True, slots=True)
 class Drained:
-    """What `drain` copied: complete lines and their size in bytes; `torn` is an unterminated
-    last line left in the old inode when the drain ended (b"" when none)."""
+    """What `drain` did.
+
+    Attributes:
+        lines, size: the complete lines copied, and their size in bytes.
+        offset: where the copy stopped in the old inode (after its last complete line).
+        torn: an unterminated last line left after `offset` (b"" when none).
+        holders: processes that still held the old inode open for writing at the end.
+    """
 
     lines: int
     size: int
+    offset: int
     torn: bytes
+    holders: tuple[Writer, ...]
 
 
 def drain(old_fd: int, offset: int, path: Path, until: float) -> Drained:
     """Copy to `path` the complete lines that reach the old inode `old_fd` from `offset` on.
 
-    Runs until the monotonic clock passes `until` and, where /proc can tell, until no
-    other process holds the old inode open for writing (but at least `_SETTLE` seconds,
-    never past `until` while nobody does). Appends go to `path` as whole lines with one
-    write each (rule 13); the caller holds the file's lock, so `path` is the new inode.
+    Runs until no other process holds the old inode open for writing (but at least
+    `_SETTLE` seconds), or until the monotonic clock passes `until`; where /proc cannot
+    tell who holds it, until `until`. Appends go to `path` as whole lines with one write
+    each (rule 13); the caller holds the file's lock, so `path` is the new inode.
     """
     st = os.fstat(old_fd)
     can_tell = procfs_available()
     settle = time.monotonic() + min(_SETTLE, max(0.0, until - time.monotonic()))
     lines = copied = 0
     pending = b""
+    holders: tuple[Writer, ...] = ()
     while True:
         chunk = _pread_all(old_fd, offset + len(pending))
         data = pending + chunk
@@ -400,22 +405,42 @@ def drain(old_fd: int, offset: int, path: Path, until: float) -> Drained:
             offset += cut
         pending = data[cut:]
         now = time.monotonic()
-        if now >= until:
-            if can_tell and (busy := writers(st.st_dev, st.st_ino)):
-                logger.warning(
-                    "%s: %s still holds the old file open; what it writes now is not copied",
-                    path,
-                    ", ".join(map(str, busy)),
-                )
-            break
-        if now >= settle and can_tell and not writers(st.st_dev, st.st_ino):
-            if _pread_all(old_fd, offset + len(pending)):
+        if now >= until or now >= settle:
+            holders = tuple(writers(st.st_dev, st.st_ino)) if can_tell else ()
+            if can_tell and not holders and _pread_all(old_fd, offset + len(pending)):
                 continue  # a last write landed between the read and the check
-            break
+            if now >= until or (can_tell and not holders):
+                break
         time.sleep(_POLL)
     if lines:
         logger.info("%s: copied %d line(s) that reached the old file late", path, lines)
-    return Drained(lines, copied, pending)
+    return Drained(lines, copied, offset, pending, holders)
+
+
+def _finish_drain(path: Path, aside: Path | None, drained: Drained, now: int) -> int:
+    """After a drain: while some process still holds the old inode open for writing, keep
+    its aside link, renamed for the offset reached, so that the next compaction copies what
+    it writes later; else the link goes and an unterminated last line goes to the side
+    file. Returns how many lines went there."""
+    if drained.holders:
+        who = ", ".join(map(str, drained.holders))
+        if aside is not None:
+            keep = aside.with_name(_ASIDE.sub(f".old-{os.getpid()}-{drained.offset}", aside.name))
+            os.replace(aside, keep)
+            logger.warning(
+                "%s: %s still holds the old file open; the next compaction copies what it "
+                "writes there",
+                path,
+                who,
+            )
+            return 0
+        logger.warning("%s: %s still holds the old file open; what it writes is lost", path, who)
+    if aside is not None:
+        _unlink(aside)
+    if drained.torn:
+        _reject(path, [Rejected(0, drained.torn, "unterminated last line")], now)
+        return 1
+    return 0
 
 
 def _pread_all(fd: int, offset: int) -> bytes:
@@ -559,16 +584,19 @@ def _recover(path: Path, aside: Path, offset: int, now: int) -> None:
         return
     try:
         old, cur = os.fstat(fd), os.stat(path)
-        if (old.st_dev, old.st_ino) != (cur.st_dev, cur.st_ino):
-            drained = drain(fd, offset, path, time.monotonic())
-            if drained.torn:
-                _reject(path, [Rejected(0, drained.torn, "unterminated last line")], now)
-            logger.warning(
-                "%s: recovered %d line(s) from a compaction that was killed", path, drained.lines
-            )
+        if (old.st_dev, old.st_ino) == (cur.st_dev, cur.st_ino):
+            _unlink(aside)  # killed before its rename: the file is the old one
+            return
+        drained = drain(fd, offset, path, time.monotonic())
+        _finish_drain(path, aside, drained, now)
     finally:
         os.close(fd)
-    _unlink(aside)
+    if drained.lines:
+        logger.warning(
+            "%s: copied %d line(s) that reached the file replaced by an earlier compaction",
+            path,
+            drained.lines,
+        )
 
 
 def _unlink(path: Path) -> None:

@@ -11,8 +11,9 @@ What "invisible to every future merge" requires
 The view of a set of records depends, for each id X, only on (see `memsync.core.view`):
 T(X), the instant of its latest tombstone; U(X) and I(X), its best user and best inferred
 versions; and S(X), whether some user entry, and whether some inferred entry, ever
-superseded X. Adding lines L joins these summaries (max, max, max, or), so a compacted file
-C, a subset of O, satisfies view(C + L) == view(O + L) for every L and every `now` when, per id:
+superseded X. Adding lines L joins these summaries (max, max, max, or), so a compacted
+file C, a subset of O, satisfies view(C + L) == view(O + L) for every L and every `now`
+when, per id:
 
 1. C holds the latest tombstone of X (rule 8). An older one is redundant: T is a max.
 2. C holds U(X) when it is later than T(X): any tombstone L brings either deletes it or
@@ -36,16 +37,20 @@ C, a subset of O, satisfies view(C + L) == view(O + L) for every L and every `no
    kept forever, horizon or not. Without the pin the superseder, once its tombstone ages
    out, would come back to life as the current version of its id (the resurrection bug
    rule 15 warns about). A tombstone for the *superseded* id would not do: it is not
-   forever, a later re-add of X would come alive, where supersession keeps X out.
+   forever, a later re-add of X would come alive, where supersession keeps X out. The
+   versions of a superseded id are kept like any other: invisible, but dropping them
+   would make every merge from a replica that holds them append them again.
 7. A tombstone past the horizon and acknowledged (every replica read past it) may go,
    unless pinned; the versions it deleted went already (2, 3). Then the equality holds
    only for the L that replicas can still hold: none holds a version of X at or before
-   the dropped tombstone without a tombstone as late, which is what the acknowledgement
-   and the horizon stand for.
+   the dropped tombstone without a tombstone as late (the acknowledgement), and nothing
+   written from now on is dated that far back (the horizon).
 8. Everything else goes: older versions, older tombstones, duplicates (same key, same
    canonical content, rule 7), headers (the shell writes a new one) and blank lines. Each
    dropped record is one the merge would judge beaten or duplicate (rule 14), so merging
-   the original file into the compacted one appends nothing.
+   the original file into the compacted one appends nothing, with one harmless exception:
+   a twin of a superseding record kept below its id's best version (a conflict only a
+   broken writer leaves) is appended again, as the merge appends every twin.
 
 Bad lines are not in the plan: `account` hands them back and the shell moves them, byte for
 byte, to the side file (rule 4). Kept lines are copied byte for byte (rule 5), in

@@ -1,0 +1,157 @@
+"""kill -9 of a compaction at 100 random moments (SEMANTICS rule 16; DESIGN "crash safety").
+
+A child runs `python -m memsync compact FILE --quiet-seconds 0` on a file of a few thousand
+records with planted bad lines, and is killed with SIGKILL after a random delay drawn over
+the whole length of a run (measured first). After each kill the file is readable, holds no
+bad lines but planted ones, has the view it had before, and every planted bad line is in
+the file or in its side file. Leftover temp files change nothing, and the next compaction
+removes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from memsync.compaction import compact_file, rejected_path
+from memsync.core.lines import split_complete
+from memsync.core.records import canonical
+from memsync.core.timestamps import SECOND, format_ts
+from memsync.memfile import header_line, view_of
+
+T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
+NOW = T0 + 200 * 24 * 3600 * SECOND
+RECORDS = 4000
+KILLS = 100
+PLANTED = [b"{this is not json", b'{"id": 7, "kind": "fact"}', b"\xff\xfe not utf-8"]
+
+
+def make_file(path: Path) -> None:
+    """A realistic mix: new entries, later versions, tombstones (some past the 90-day
+    horizon), re-adds, supersessions, expiry, user and inferred, and planted bad lines."""
+    rng = random.Random(20260101)
+    ids: list[str] = []
+    t = 0.0
+    lines = [header_line(T0, "f" * 16)]
+    plant = {RECORDS * (k + 1) // 4: bad for k, bad in enumerate(PLANTED)}
+    for i in range(RECORDS):
+        t += rng.uniform(1, 4000)
+        at = format_ts(T0 + round(t * SECOND))
+        roll = rng.random()
+        if ids and roll < 0.08:
+            obj: dict[str, object] = {"id": rng.choice(ids), "deleted": True, "created_at": at}
+        else:
+            rid = rng.choice(ids) if ids and roll < 0.30 else f"id{i:05d}"
+            obj = {"id": rid, "kind": "fact", "text": f"Record {i}.", "created_at": at}
+            if rng.random() < 0.1:
+                obj["source"] = "user"
+            if ids and rng.random() < 0.04:
+                obj["supersedes"] = rng.choice(ids)
+            if rng.random() < 0.05:
+                obj["expires_at"] = format_ts(T0 + round((t + rng.uniform(-1e5, 4e7)) * SECOND))
+            ids.append(rid)
+        lines.append(json.dumps(obj).encode() + b"\n")
+        if i in plant:
+            lines.append(plant[i] + b"\n")
+    path.write_bytes(b"".join(lines))
+    path.chmod(0o600)
+
+
+def restore(path: Path, data: bytes) -> None:
+    """Put the original file back as a new inode, as a fresh write of it would be."""
+    fresh = path.with_name("fresh")
+    fresh.write_bytes(data)
+    fresh.chmod(0o600)
+    os.replace(fresh, path)
+
+
+def canonical_view(path: Path) -> tuple[list[bytes], list[bytes]]:
+    """The view (canonical records) and the bad lines' bytes of the file."""
+    result = view_of([path], NOW)
+    lines, _ = split_complete(path.read_bytes())
+    bad = [lines[b.line - 1] for b in result.bad]
+    return [canonical(r) for r in result.records], bad
+
+
+def command(path: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "memsync",
+        "compact",
+        str(path),
+        "--quiet-seconds",
+        "0",
+        "--now",
+        format_ts(NOW),
+    ]
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(n for n in os.listdir(folder) if ".tmp-" in n or ".old-" in n)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_kill_9_at_100_random_moments_loses_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "mem"
+    folder.mkdir()
+    path = folder / "m.jsonl"
+    make_file(path)
+    original = path.read_bytes()
+    expected, planted = canonical_view(path)
+    assert planted == PLANTED
+
+    durations = []
+    for _ in range(2):
+        started = time.monotonic()
+        subprocess.run(command(path), check=True, capture_output=True)
+        durations.append(time.monotonic() - started)
+        assert canonical_view(path) == (expected, [])
+        restore(path, original)
+        rejected_path(path).unlink()
+    run_time = statistics.median(durations)
+
+    rng = random.Random(16)
+    outcomes: Counter[str] = Counter()
+    for _ in range(KILLS):
+        restore(path, original)
+        with subprocess.Popen(
+            command(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ) as child:
+            time.sleep(rng.uniform(0, run_time * 1.1))
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+        view, bad = canonical_view(path)
+        assert view == expected
+        assert set(bad) <= set(PLANTED)  # readable: no bad line but the planted ones
+        side = rejected_path(path)
+        moved = side.read_bytes() if side.exists() else b""
+        for line in PLANTED:
+            assert line in bad or line + b"\n" in moved  # never lost
+        if path.read_bytes() == original:
+            outcomes["before the rename"] += 1
+        else:
+            outcomes["after the rename"] += 1
+        if leftovers(folder):
+            outcomes["left a temp file or link"] += 1
+
+    # The next compaction runs to the end and removes what the kills left.
+    restore(path, original)
+    result = compact_file(path, now=NOW, quiet_seconds=0, grace_seconds=0)
+    assert result.rewritten
+    assert leftovers(folder) == []
+    assert canonical_view(path) == (expected, [])
+    assert outcomes["before the rename"] > 0
+    assert outcomes["after the rename"] > 0
+    print(f"run {run_time:.2f} s; kills: {dict(outcomes)}")
