@@ -25,7 +25,7 @@ from memsync.config import (
     load_config,
 )
 from memsync.core.prompt import scope_matches
-from memsync.core.records import KINDS
+from memsync.core.records import KINDS, Record
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.hub import retired, set_retired
@@ -33,7 +33,7 @@ from memsync.memfile import Memory, check_files, now_us, prompt_of, view_of
 from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
 from memsync.status import daemon_running, evaluate, read_status
 from memsync.status import to_json as status_json
-from memsync.sync import sync_config
+from memsync.sync import acknowledged_for, resolve_replica, sync_config
 
 __all__ = ["main"]
 
@@ -247,6 +247,22 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _acknowledgement(path: Path, config_path: Path | None) -> Callable[[Record], bool] | None:
+    """For a file that is a configured memory with remotes, the hub's word on which
+    tombstones every replica has read (rule 15); None (all of them) for a file no hub
+    shares."""
+    config_file = config_path if config_path is not None else default_config_path()
+    if config_path is None and not config_file.exists():
+        return None
+    config = load_config(config_file)
+    for mem in config.memory:
+        if mem.path.exists() and mem.path.samefile(path):
+            remotes = [rc.name for rc in config.memory_remotes(mem)]
+            replica = resolve_replica(config.replica, config.state_dir)
+            return acknowledged_for(config.state_dir, mem.name, remotes, replica)
+    return None
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     from memsync.compaction import compact_file, rejected_path
 
@@ -258,6 +274,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         quiet_seconds=args.quiet_seconds,
         grace_seconds=args.grace_seconds,
         dry_run=args.dry_run,
+        acknowledged=_acknowledgement(path, args.config),
     )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
@@ -511,6 +528,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compact", help="rewrite a file with only what its view needs")
     p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="when FILE is a configured memory, tombstones go only once every replica read them",
+    )
     p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
     p.add_argument(
         "--horizon-days",

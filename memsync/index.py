@@ -194,6 +194,9 @@ class FileIndex:
         return self._cache
 
     def _reset(self) -> None:
+        # The file is not what was indexed (replaced, rewritten, deleted): what was read
+        # from each source may not be in it any more, so the sources are read again too.
+        self._db.execute("DELETE FROM cursors")
         self._cache = None
         self._db.executescript(
             "BEGIN; DELETE FROM lines; DELETE FROM recs; DELETE FROM sups;"

@@ -611,7 +611,11 @@ def compact_own_hub_file(
         if not data.endswith(tail):
             return None
         lines, _ = _complete(data)
-        plan, _bad = compact_lines(lines, now=at, horizon=horizon, acknowledged=acknowledged)
+        plan, bad = compact_lines(lines, now=at, horizon=horizon, acknowledged=acknowledged)
+        if bad:
+            # Only we write this file, and only whole valid records: a bad line here is the
+            # rest of a write cut short, whose record was pushed again whole. Keep them.
+            return None
         generation = _random.token_hex(8)
         new = header_line(at, generation) + b"".join(r.raw + b"\n" for r in plan.keep)
         if len(new) >= size:
