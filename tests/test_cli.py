@@ -310,8 +310,6 @@ def unsupported(tmp_path: Path) -> Path:
     return path
 
 
-
-
 def _e(name: str, argv: list[str], hint: str, *marks: pytest.MarkDecorator) -> Any:
     return pytest.param(argv, hint, id=name, marks=marks)
 
