@@ -48,7 +48,7 @@ from memsync.lock import file_lock
 from memsync.memfile import header_line, no_gc, now_us
 from memsync.procfs import Writer, writers
 from memsync.procfs import available as procfs_available
-from memsync.storage import CHUNK_BYTES, append_bytes, fsync_dir
+from memsync.storage import CHUNK_BYTES, append_bytes, fsync_dir, read_chunks_fd
 
 __all__ = [
     "DAY",
@@ -249,7 +249,8 @@ class _Work:
         hasher = xxhash.xxh3_128()
         name = str(self.path)
         with no_gc():
-            for lines, first, end, data in _read_lines(self.fd, 0, None):
+            for chunk in read_chunks_fd(self.fd):
+                lines, first, end, data = chunk.lines, chunk.first_line, chunk.end, chunk.data
                 hasher.update(data)
                 if first == 1 and lines:
                     self.first_is_header = type(classify(lines[0], source=name)) is Header
@@ -291,7 +292,8 @@ class _Work:
                 self.survey_, now=self.now, horizon=horizon, acknowledged=acknowledged
             )
             self.plan = plan
-            for lines, first, _end, data in _read_lines(self.fd, 0, self.end):
+            for chunk in read_chunks_fd(self.fd, stop=self.end):
+                lines, first, data = chunk.lines, chunk.first_line, chunk.data
                 hasher.update(data)
                 bad += plan.account(lines, source=name, first_line=first)
         if hasher.digest() != self.digest:
@@ -451,32 +453,6 @@ def _pread_all(fd: int, offset: int) -> bytes:
             return b"".join(parts)
         parts.append(block)
         offset += len(block)
-
-
-def _read_lines(
-    fd: int, start: int, stop: int | None
-) -> Iterator[tuple[list[bytes], int, int, bytes]]:
-    """Complete lines of `fd` from `start` to `stop` (or EOF), a chunk at a time: the
-    lines, the number of the first, the offset after the last, and the bytes they span."""
-    pending = b""
-    offset, line_no = start, 1
-    pos = start
-    while stop is None or pos < stop:
-        size = CHUNK_BYTES if stop is None else min(CHUNK_BYTES, stop - pos)
-        block = os.pread(fd, size, pos)
-        if not block:
-            return
-        pos += len(block)
-        data = pending + block if pending else block
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            pending = data
-            continue
-        lines = data[: cut - 1].split(b"\n")
-        pending = data[cut:]
-        yield lines, line_no, offset + cut, data[:cut]
-        offset += cut
-        line_no += len(lines)
 
 
 def _write_all(fd: int, data: bytes) -> None:

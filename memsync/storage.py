@@ -21,6 +21,7 @@ __all__ = [
     "fsync_dir",
     "is_regular",
     "read_chunks",
+    "read_chunks_fd",
     "read_from",
     "read_tail",
 ]
@@ -41,12 +42,14 @@ class Chunk:
         first_line: the 1-based line number of `lines[0]`.
         start: the byte offset of `lines[0]`.
         end: the byte offset just past the last "\\n" read.
+        data: the bytes from `start` to `end`, as read.
     """
 
     lines: list[bytes]
     first_line: int
     start: int
     end: int
+    data: bytes
 
 
 def read_chunks(
@@ -57,24 +60,41 @@ def read_chunks(
     A torn last line (no final "\\n") is not yielded: the last chunk's `end` stops before
     it, so a reader that saves `end` reads it once it is complete.
     """
-    with open(path, "rb") as f:
-        f.seek(start)
-        pending = b""
-        offset, line_no = start, first_line
-        while True:
-            block = f.read(chunk_bytes)
-            if not block:
-                return
-            data = pending + block if pending else block
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                pending = data
-                continue
-            lines = data[: cut - 1].split(b"\n")
-            pending = data[cut:]
-            yield Chunk(lines, line_no, offset, offset + cut)
-            offset += cut
-            line_no += len(lines)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        yield from read_chunks_fd(fd, start, first_line, chunk_bytes=chunk_bytes)
+    finally:
+        os.close(fd)
+
+
+def read_chunks_fd(
+    fd: int,
+    start: int = 0,
+    first_line: int = 1,
+    stop: int | None = None,
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Iterator[Chunk]:
+    """`read_chunks` on an open file descriptor, from `start` up to `stop` (default: the
+    end), with `pread`: the descriptor's own offset is left alone."""
+    pending = b""
+    offset, line_no, pos = start, first_line, start
+    while stop is None or pos < stop:
+        size = chunk_bytes if stop is None else min(chunk_bytes, stop - pos)
+        block = os.pread(fd, size, pos)
+        if not block:
+            return
+        pos += len(block)
+        data = pending + block if pending else block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            pending = data
+            continue
+        lines = data[: cut - 1].split(b"\n")
+        pending = data[cut:]
+        yield Chunk(lines, line_no, offset, offset + cut, data[:cut])
+        offset += cut
+        line_no += len(lines)
 
 
 def read_from(path: Path, offset: int = 0) -> tuple[list[bytes], int]:
