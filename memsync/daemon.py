@@ -434,7 +434,7 @@ class Daemon:
                 *paths,
                 watch_filter=jsonl,
                 debounce=self.config.daemon.debounce_ms,
-                step=20,
+                step=50,  # how often the watcher wakes: 20 ms costs 3x the idle CPU
                 stop_event=stop,
                 recursive=False,
                 raise_interrupt=False,

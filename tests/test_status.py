@@ -1,0 +1,178 @@
+"""`memsync status` against real status files: written by `memsync.status.write_status`
+(the daemon's own writer), the daemon's PID lock held (or not) by this test with filelock,
+and the command run as a process. It exits 1 when the daemon is not running, when its
+status is stale, or when a remote has been failing for more than 10 minutes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from memsync.core.timestamps import SECOND
+from memsync.memfile import now_us
+from memsync.status import (
+    FAILING_TOO_LONG,
+    STALE_AFTER,
+    DaemonStatus,
+    MemoryStatus,
+    RemoteStatus,
+    evaluate,
+    pid_lock_path,
+    write_pid,
+    write_status,
+)
+from tests.test_daemon import memsync
+
+MINUTE = 60 * SECOND
+NAS_ERROR = "hub folder missing or unreadable: /mnt/nas/memsync (is the share mounted?)"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'state_dir = "{tmp_path / "state"}"\nreplica = "laptop"\n\n'
+        f'[[memory]]\nname = "me"\npath = "{tmp_path / "me.jsonl"}"\n\n'
+        f'[[remote]]\nname = "nas"\nurl = "{tmp_path / "hub"}"\n'
+    )
+    (tmp_path / "state").mkdir()
+    return path
+
+
+@pytest.fixture
+def state(config: Path) -> Path:
+    return config.parent / "state"
+
+
+@pytest.fixture
+def daemon_lock(state: Path) -> Iterator[int]:
+    """Hold the PID lock as a running daemon does (and write the pid file it writes)."""
+    lock = FileLock(pid_lock_path(state), mode=0o600)
+    lock.acquire(timeout=0)
+    write_pid(state)
+    try:
+        yield int((state / "daemon.pid").read_text())
+    finally:
+        lock.release()
+
+
+def _status(
+    *, updated_ago: int = 0, failing_for: int | None = None, pid: int = 4242
+) -> DaemonStatus:
+    now = now_us()
+    remote = RemoteStatus(last_success=now - 20 * MINUTE, records_in=3, records_out=5)
+    if failing_for is not None:
+        remote.failing_since = now - failing_for
+        remote.last_error = NAS_ERROR
+    return DaemonStatus(
+        pid=pid,
+        replica="laptop",
+        started_at=now - 60 * MINUTE,
+        updated_at=now - updated_ago,
+        config="config.toml",
+        memories={"me": MemoryStatus(path="/home/me/me.jsonl", remotes={"nas": remote})},
+    )
+
+
+def test_all_well_exits_0(config: Path, state: Path, daemon_lock: int) -> None:
+    write_status(state, _status(pid=daemon_lock))
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 0, done.stdout
+    assert f"daemon: running (pid {daemon_lock}), replica 'laptop'" in done.stdout
+    row = next(ln for ln in done.stdout.splitlines() if ln.startswith("me "))
+    assert row.split()[1] == "nas"
+    assert row.endswith("ok")
+    assert "problem" not in done.stdout
+
+
+def test_a_remote_failing_for_11_minutes_exits_1_and_names_it(
+    config: Path, state: Path, daemon_lock: int
+) -> None:
+    write_status(state, _status(failing_for=11 * MINUTE, pid=daemon_lock))
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 1, done.stdout
+    assert "daemon: running" in done.stdout
+    problems = [ln for ln in done.stdout.splitlines() if ln.startswith("problem:")]
+    assert problems == [f"problem: me <-> nas: failing for 11 min: {NAS_ERROR}"]
+    assert f"FAILING: {NAS_ERROR}" in done.stdout
+
+    as_json = memsync("status", "--config", str(config), "--json")
+    assert as_json.returncode == 1
+    doc = json.loads(as_json.stdout)
+    assert doc["ok"] is False
+    assert doc["running"] is True
+    assert doc["stale"] is False
+    assert doc["problems"] == [problems[0].removeprefix("problem: ")]
+    assert doc["status"]["memories"]["me"]["remotes"]["nas"]["last_error"] == NAS_ERROR
+
+
+def test_a_remote_failing_for_9_minutes_is_shown_but_not_yet_a_problem(
+    config: Path, state: Path, daemon_lock: int
+) -> None:
+    write_status(state, _status(failing_for=9 * MINUTE, pid=daemon_lock))
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 0, done.stdout
+    assert f"FAILING: {NAS_ERROR}" in done.stdout
+    assert "problem" not in done.stdout
+
+
+def test_a_stopped_daemon_is_not_running(config: Path, state: Path) -> None:
+    write_status(state, _status())  # the last status of a daemon that stopped
+    write_pid(state)
+    lock = FileLock(pid_lock_path(state), mode=0o600)
+    lock.acquire(timeout=0)  # the lock file is there, as a stopped daemon leaves it,
+    lock.release()  # and nobody holds it
+    assert pid_lock_path(state).exists()
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 1
+    assert "daemon: NOT RUNNING" in done.stdout
+    assert "problem: the daemon is not running (start it: memsync daemon)" in done.stdout
+    assert "status written:" in done.stdout  # the last status is still shown
+
+
+def test_no_status_and_no_daemon(config: Path) -> None:
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 1
+    assert "daemon: NOT RUNNING" in done.stdout
+    assert "problem: no status has been written yet" in done.stdout
+
+
+def test_a_stale_status_of_a_running_daemon_says_stale(
+    config: Path, state: Path, daemon_lock: int
+) -> None:
+    write_status(state, _status(updated_ago=5 * MINUTE, pid=daemon_lock))
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 1, done.stdout
+    assert "daemon: running" in done.stdout
+    assert "(STALE)" in done.stdout
+    assert "problem: the status is stale: last written 5 min ago" in done.stdout
+
+
+def test_an_unreadable_status_counts_as_none(config: Path, state: Path, daemon_lock: int) -> None:
+    (state / "status.json").write_text("{not json")
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 1
+    assert "problem: no status has been written yet" in done.stdout
+
+
+# The verdict itself, at its boundaries (pure: a document and `now`).
+
+
+def test_evaluate_boundaries() -> None:
+    now = 1_800_000_000 * SECOND
+    st = _status()
+    st.updated_at = now - STALE_AFTER
+    st.memories["me"].remotes["nas"].failing_since = now - FAILING_TOO_LONG
+    st.memories["me"].remotes["nas"].last_error = "x"
+    assert evaluate(st, 1, now).ok  # exactly at the limits: not yet
+    late = evaluate(st, 1, now + 1)
+    assert late.stale
+    assert len(late.problems) == 2
+    stopped = evaluate(st, None, now + 1)
+    assert not stopped.running
+    assert all("stale" not in p for p in stopped.problems)  # not running says it all
+    assert stopped.problems[0].startswith("the daemon is not running")
