@@ -29,11 +29,13 @@ from memsync.core.records import KINDS, Record
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.hub import retired, set_retired
+from memsync.hubcompact import acknowledged_for
 from memsync.memfile import Memory, check_files, now_us, prompt_of, view_of
 from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
 from memsync.status import daemon_running, evaluate, read_status
 from memsync.status import to_json as status_json
-from memsync.sync import acknowledged_for, resolve_replica, sync_config
+from memsync.sync import sync_config
+from memsync.syncstate import resolve_replica
 
 __all__ = ["main"]
 

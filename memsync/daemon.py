@@ -35,6 +35,7 @@ from memsync.core.lines import Invalid, classify
 from memsync.core.timestamps import SECOND
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.hub import retired
+from memsync.hubcompact import acknowledged_for, compact_own_hub_file
 from memsync.memfile import Memory, now_us
 from memsync.status import (
     DaemonStatus,
@@ -46,12 +47,10 @@ from memsync.status import (
 )
 from memsync.storage import read_chunks
 from memsync.sync import (
-    acknowledged_for,
-    compact_own_hub_file,
     open_remote,
-    resolve_replica,
     sync_once,
 )
+from memsync.syncstate import resolve_replica
 from memsync.transports import Transport
 
 __all__ = ["Daemon", "DaemonAlreadyRunning"]

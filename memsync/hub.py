@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
@@ -30,9 +31,11 @@ __all__ = [
     "acknowledgement",
     "covered_snapshot",
     "covers",
+    "marks_of",
     "parse_watermarks",
     "retired",
     "set_retired",
+    "snapshot_of",
 ]
 
 WATERMARK_SUFFIX = ".watermarks.json"
@@ -112,6 +115,17 @@ def acknowledgement(
         return seen is not None and seen <= covered.time
 
     return acknowledged
+
+
+def snapshot_of(doc: dict[str, Any]) -> Snapshot:
+    return Snapshot(doc["time"], {k: (v[0], v[1]) for k, v in doc["sizes"].items()})
+
+
+def marks_of(replica: str, doc: dict[str, Any] | None) -> Watermarks | None:
+    if doc is None or doc.get("read") is None:
+        return None
+    read = {k: (v[0], v[1]) for k, v in doc["read"].items()}
+    return Watermarks(replica, read, doc.get("updated_at"))
 
 
 def retired(state_dir: Path) -> set[str]:

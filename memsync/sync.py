@@ -25,48 +25,47 @@ from __future__ import annotations
 import base64
 import json
 import secrets as _random
-import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import xxhash
-from filelock import FileLock
-from filelock import Timeout as _LockTimeout
 
 from memsync.config import Config, RemoteConfig
-from memsync.core.compaction import compact_lines
 from memsync.core.lines import Header, classify
 from memsync.core.merge import line_digest
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
-from memsync.errors import LockTimeout, MemsyncError, ReplicaClash, TransportError
+from memsync.errors import MemsyncError, ReplicaClash, TransportError
 from memsync.hub import (
     WATERMARK_SUFFIX,
-    Snapshot,
-    Watermarks,
-    acknowledgement,
-    covered_snapshot,
     covers,
+    marks_of,
     parse_watermarks,
-    retired,
+    snapshot_of,
 )
 from memsync.index import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
 from memsync.memfile import Memory, header_line, now_us
 from memsync.merging import index_path, merge_chunks
-from memsync.storage import atomic_replace, read_chunks
-from memsync.transports import RemoteFile, Transport, open_transport, validate_name
+from memsync.storage import read_chunks
+from memsync.syncstate import (
+    SNAPSHOTS,
+    PeerState,
+    SyncState,
+    hub_store_path,
+    pass_lock,
+    resolve_replica,
+    state_path,
+)
+from memsync.transports import RemoteFile, Transport, open_transport
 
 __all__ = [
     "HUB_TAIL_BYTES",
     "MAX_PEER_BYTES",
     "PUSH_CHUNK_BYTES",
     "SyncReport",
-    "acknowledged_for",
-    "compact_own_hub_file",
     "open_remote",
     "resolve_replica",
     "sync_config",
@@ -79,7 +78,7 @@ MAX_PEER_BYTES = 1 << 30
 PUSH_CHUNK_BYTES = 256 * 1024
 """Pushes are written in chunks of at most this size, split on line boundaries."""
 
-_READ_BYTES = 1 << 20
+READ_BYTES = 1 << 20
 
 HUB_TAIL_BYTES = 1024
 """How many bytes before a saved offset in a hub file are checked before reading on (a
@@ -119,71 +118,11 @@ class SyncReport:
         return asdict(self)
 
 
-def _hostname_id() -> str:
-    host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
-    return f"{host.strip('.-')[:32] or 'replica'}-{_random.token_hex(3)}"
-
-
-def resolve_replica(configured: str | None, state_dir: Path) -> str:
-    """This machine's replica id: the configured one, else the one kept in the state
-    directory, else a new one (host name plus a random suffix), saved there."""
-    if configured:
-        return configured
-    path = state_dir / "replica"
-    try:
-        saved = path.read_text(encoding="utf-8").strip()
-        if validate_name(saved):
-            return saved
-    except FileNotFoundError:
-        pass
-    new = _hostname_id()
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_replace(path, (new + "\n").encode())
-    return new
-
-
-# The state of one memory and one remote, a JSON file in the state directory.
-
-
-@dataclass
-class _PeerState:
-    offset: int = 0
-    line: int = 1
-    tail: str = ""  # hex hash of the HUB_TAIL_BYTES before offset
-    generation: str | None = None
-
-
-@dataclass
-class _State:
-    own_size: int | None = None  # our hub file's size as we last left it (None: unknown)
-    own_tail: str = ""  # base64 of its last HUB_TAIL_BYTES, to check and to extend the hash
-    own_generation: str | None = None
-    pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
-    peers: dict[str, _PeerState] = field(default_factory=dict)
-    watermarks: str = ""  # the last watermark document published
-    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.hub
-    marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # peers' watermarks
-    replica: str | None = None  # the replica id, so the file, the own_* fields are about
-
-    @classmethod
-    def load(cls, path: Path) -> _State:
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            peers = {k: _PeerState(**v) for k, v in doc.pop("peers", {}).items()}
-            return cls(peers=peers, **doc)
-        except (FileNotFoundError, ValueError, TypeError):
-            return cls()  # a missing or unreadable cache: start over (a full re-read)
-
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_replace(path, json.dumps(asdict(self), indent=1).encode())
-
-
 def _hash(data: bytes) -> str:
     return xxhash.xxh3_64_hexdigest(data)
 
 
-def _complete(data: bytes) -> tuple[list[bytes], int]:
+def complete_lines(data: bytes) -> tuple[list[bytes], int]:
     end = data.rfind(b"\n") + 1
     return (data[: end - 1].split(b"\n") if end else []), end
 
@@ -214,16 +153,15 @@ class _Pass:
     ) -> None:
         self.memory, self.local, self.remote = memory, local, remote
         self.t, self.replica, self.now = transport, replica, now
-        base = state_dir / "sync" / memory
-        self.state_path = base / f"{remote}.json"
-        self.state = _State.load(self.state_path)
+        self.state_path = state_path(state_dir, memory, remote)
+        self.state = SyncState.load(self.state_path)
         if self.state.replica != replica:
             # Another replica id than last time (the fix a clash message asks for): our hub
             # file is another file, and what we knew of the old one says nothing about it.
             st = self.state
             st.own_size, st.own_tail, st.own_generation, st.pushed = None, "", None, None
             st.replica = replica
-        self.hub = DigestStore(base / f"{remote}.hub.sqlite")
+        self.hub = DigestStore(hub_store_path(state_dir, memory, remote))
         self.index = FileIndex(local, index_path(state_dir, local))
         self.own = replica + _SUFFIX
         self.report = SyncReport(memory, remote)
@@ -242,11 +180,11 @@ class _Pass:
         files = self.t.list_files(self.memory)
         if self.state.own_size is None:
             self.hub.clear()  # no record of what the hub holds: learn it again
-        merged: dict[str, _PeerState] = {}
+        merged: dict[str, PeerState] = {}
         chunks: list[tuple[str, int, list[bytes]]] = []
         for f in files:
             if f.name.endswith(WATERMARK_SUFFIX) and f.name != self.replica + WATERMARK_SUFFIX:
-                self._read_marks(f)
+                self._readmarks_of(f)
             if not f.name.endswith(_SUFFIX) or f.name.startswith("."):
                 continue
             peer = f.name[: -len(_SUFFIX)]
@@ -280,22 +218,22 @@ class _Pass:
                 continue
             self.state.peers[peer] = state
 
-    def _checked(self, name: str, size: int, state: _PeerState | None) -> _PeerState:
+    def _checked(self, name: str, size: int, state: PeerState | None) -> PeerState:
         """The saved read position of a peer file, or a fresh one if the file is not what
         was read: shorter, other bytes before the offset, or another generation."""
         self._last_tail = b""
         if state is None or state.offset == 0:
-            return _PeerState()
+            return PeerState()
         if size < state.offset:
-            return _PeerState()
+            return PeerState()
         begin = max(0, state.offset - HUB_TAIL_BYTES)
         tail = self.t.read(self.memory, name, begin, state.offset - begin)
         self.report.pulled_bytes += len(tail)
         if _hash(tail) != state.tail:
-            return _PeerState()
+            return PeerState()
         self._last_tail = tail
         if begin > 0 and self._read_generation(name) != state.generation:
-            return _PeerState()
+            return PeerState()
         return state
 
     def _read_generation(self, name: str) -> str | None:
@@ -305,21 +243,21 @@ class _Pass:
         self.report.pulled_bytes += len(head)
         return _generation(head)
 
-    def _read_new(self, name: str, size: int, state: _PeerState) -> tuple[list[bytes], _PeerState]:
+    def _read_new(self, name: str, size: int, state: PeerState) -> tuple[list[bytes], PeerState]:
         """The complete lines past `state.offset`, and the state after them."""
         lines: list[bytes] = []
         offset, pending = state.offset, b""
         generation = state.generation
         window = self._last_tail  # the bytes just before `offset`, as far as known
         while offset < size:
-            data = self.t.read(self.memory, name, offset, min(_READ_BYTES, size - offset))
+            data = self.t.read(self.memory, name, offset, min(READ_BYTES, size - offset))
             if not data:
                 break
             self.report.pulled_bytes += len(data)
             if offset == 0:
                 generation, window = _generation(data), b""
             offset += len(data)
-            block, end = _complete(pending + data)
+            block, end = complete_lines(pending + data)
             lines += block
             pending = (pending + data)[end:]
             window = (window + data)[-(HUB_TAIL_BYTES + len(pending)) :]
@@ -331,9 +269,9 @@ class _Pass:
             begin = max(0, done - HUB_TAIL_BYTES)
             tail = self.t.read(self.memory, name, begin, done - begin)
             self.report.pulled_bytes += len(tail)
-        return lines, _PeerState(done, state.line + len(lines), _hash(tail), generation)
+        return lines, PeerState(done, state.line + len(lines), _hash(tail), generation)
 
-    def _read_marks(self, f: RemoteFile) -> None:
+    def _readmarks_of(self, f: RemoteFile) -> None:
         """Read a peer's watermark file when it changed (untrusted: parsed defensively)."""
         replica = f.name[: -len(WATERMARK_SUFFIX)]
         cached = self.state.marks.get(replica)
@@ -357,12 +295,12 @@ class _Pass:
         snaps = self.state.snapshots
         if not snaps or snaps[-1]["sizes"] != sizes:
             snaps.append({"time": self.now, "sizes": sizes})
-            del snaps[:-_SNAPSHOTS]
-        latest = _snapshot(snaps[-1])
+            del snaps[:-SNAPSHOTS]
+        latest = snapshot_of(snaps[-1])
         self.report.holding_back = sorted(
             name
             for name in self.report.replicas
-            if (m := _marks(name, self.state.marks.get(name))) is None or not covers(m, latest)
+            if (m := marks_of(name, self.state.marks.get(name))) is None or not covers(m, latest)
         )
 
     # Push
@@ -376,7 +314,7 @@ class _Pass:
             torn = self.t.read(self.memory, self.own, expected, size - expected)
             self.state.own_size, self.state.own_tail = (
                 size,
-                _b64((base64.b64decode(self.state.own_tail) + torn)[-HUB_TAIL_BYTES:]),
+                b64((base64.b64decode(self.state.own_tail) + torn)[-HUB_TAIL_BYTES:]),
             )
             expected = self._write(size, b"\n")
             # Now a complete line of the hub: when the cut fell just before its "\n" it is
@@ -411,7 +349,7 @@ class _Pass:
             # More than we know of: our own write whose answer was lost (every line is one
             # of our local records), or someone else's (a clash).
             extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
-            lines, end = _complete(extra)
+            lines, end = complete_lines(extra)
             # Only valid records tell whose bytes these are: a header is not one, nor is a
             # torn line of ours that a pass whose answer was lost terminated. A record went
             # out without the "\r" of a CRLF local line: either form is ours.
@@ -427,7 +365,7 @@ class _Pass:
             self.hub.add(map(line_digest, lines), self.now)
             st.own_size, st.own_tail = (
                 st.own_size + end,
-                _b64((tail + extra[:end])[-HUB_TAIL_BYTES:]),
+                b64((tail + extra[:end])[-HUB_TAIL_BYTES:]),
             )
         return st.own_size
 
@@ -439,7 +377,7 @@ class _Pass:
         end = data.rfind(b"\n") + 1
         cut = size - len(data) + end
         self.state.own_generation = self._read_generation(self.own)
-        return cut, _b64(data[:end][-HUB_TAIL_BYTES:])
+        return cut, b64(data[:end][-HUB_TAIL_BYTES:])
 
     def _clash(self, what: str) -> ReplicaClash:
         return ReplicaClash(
@@ -462,7 +400,7 @@ class _Pass:
             )
         self.hub.add(map(line_digest, chunk.split(b"\n")[:-1]), self.now)
         tail = base64.b64decode(self.state.own_tail) + chunk
-        self.state.own_size, self.state.own_tail = new_size, _b64(tail[-HUB_TAIL_BYTES:])
+        self.state.own_size, self.state.own_tail = new_size, b64(tail[-HUB_TAIL_BYTES:])
         self.state.save(self.state_path)  # a crash now must not forget these bytes are ours
         self.report.pushed_bytes += len(chunk)
         return new_size
@@ -516,118 +454,7 @@ class _Pass:
         self.state.watermarks = text
 
 
-_SNAPSHOTS = 64
-
-
-def _snapshot(doc: dict[str, Any]) -> Snapshot:
-    return Snapshot(doc["time"], {k: (v[0], v[1]) for k, v in doc["sizes"].items()})
-
-
-def _marks(replica: str, doc: dict[str, Any] | None) -> Watermarks | None:
-    if doc is None or doc.get("read") is None:
-        return None
-    read = {k: (v[0], v[1]) for k, v in doc["read"].items()}
-    return Watermarks(replica, read, doc.get("updated_at"))
-
-
-@contextmanager
-def _pass_lock(state_dir: Path, memory: str, remote: str) -> Iterator[None]:
-    """One pass at a time for a memory and a remote, across processes (the daemon and a
-    `memsync sync` run at once must not both write our hub file)."""
-    path = state_dir / "sync" / memory / f"{remote}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = FileLock(path, mode=0o600)
-    try:
-        lock.acquire(timeout=60)
-    except _LockTimeout:
-        raise LockTimeout(
-            f"{path}: another memsync process is syncing {memory} with {remote}"
-        ) from None
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-def acknowledged_for(
-    state_dir: Path, memory: str, remotes: list[str], replica: str
-) -> Callable[[Record], bool] | None:
-    """Compaction's predicate for a local file synced with `remotes` (rule 15): a tombstone
-    may go only when, in every hub, it was seen no later than a snapshot every other
-    replica (retired ones aside) has read past. None for a file with no remote."""
-    if not remotes:
-        return None
-    gone = retired(state_dir)
-    checks: list[Callable[[Record], bool]] = []
-    for remote in remotes:
-        base = state_dir / "sync" / memory
-        state = _State.load(base / f"{remote}.json")
-        others = {
-            name: _marks(name, state.marks.get(name))
-            for name in state.peers
-            if name != replica and name not in gone
-        }
-        covered = covered_snapshot([_snapshot(d) for d in state.snapshots], others)
-        store = DigestStore(base / f"{remote}.hub.sqlite")
-        checks.append(acknowledgement(store.seen_at, covered))
-
-    def acknowledged(rec: Record) -> bool:
-        return all(check(rec) for check in checks)
-
-    return acknowledged
-
-
-def compact_own_hub_file(
-    *,
-    memory: str,
-    remote: str,
-    transport: Transport,
-    replica: str,
-    state_dir: Path,
-    horizon: int,
-    acknowledged: Callable[[Record], bool] | None,
-    now: int | None = None,
-) -> tuple[int, int] | None:
-    """Compact this replica's own file in the hub the same way as a local file (rules 15
-    and 16): only we write it, so under the pass lock no line can arrive meanwhile; the new
-    content replaces it atomically (posix-rename over SSH) with a new generation token in
-    its header, so that peers notice and read it again. Returns the sizes before and after,
-    or None when there was nothing to compact or the file is not as we left it."""
-    at = now_us() if now is None else now
-    base = state_dir / "sync" / memory
-    own = replica + _SUFFIX
-    with _pass_lock(state_dir, memory, remote):
-        state = _State.load(base / f"{remote}.json")
-        size = transport.size(memory, own)
-        if not size or size != state.own_size:
-            return None  # unknown to us: the next pass checks it first
-        data = b""
-        while len(data) < size:
-            block = transport.read(memory, own, len(data), min(_READ_BYTES, size - len(data)))
-            if not block:
-                break
-            data += block
-        tail = base64.b64decode(state.own_tail)
-        if not data.endswith(tail):
-            return None
-        lines, _ = _complete(data)
-        plan, bad = compact_lines(lines, now=at, horizon=horizon, acknowledged=acknowledged)
-        if bad:
-            # Only we write this file, and only whole valid records: a bad line here is the
-            # rest of a write cut short, whose record was pushed again whole. Keep them.
-            return None
-        generation = _random.token_hex(8)
-        new = header_line(at, generation) + b"".join(r.raw + b"\n" for r in plan.keep)
-        if len(new) >= size:
-            return None
-        transport.replace(memory, own, new)
-        state.own_size, state.own_tail = len(new), _b64(new[-HUB_TAIL_BYTES:])
-        state.own_generation = generation
-        state.save(base / f"{remote}.json")
-        return size, len(new)
-
-
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
@@ -677,7 +504,7 @@ def sync_once(
         now=now_us() if now is None else now,
     )
     try:
-        with _pass_lock(state_dir, memory, remote):
+        with pass_lock(state_dir, memory, remote):
             p.pull()
             p.state.save(p.state_path)
             if push:

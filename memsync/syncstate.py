@@ -1,0 +1,119 @@
+"""What a machine remembers of its passes with a hub, in its state directory: its replica
+id, and per memory and remote how far each peer's file was read, what our own hub file
+holds, and the peers' watermarks. A cache: deleting it costs a full re-read, never a lost
+or duplicated record (DESIGN.md)."""
+
+from __future__ import annotations
+
+import json
+import secrets as _random
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from filelock import Timeout as _LockTimeout
+
+from memsync.errors import LockTimeout
+from memsync.storage import atomic_replace
+from memsync.transports import validate_name
+
+__all__ = [
+    "PeerState",
+    "SyncState",
+    "hub_store_path",
+    "pass_lock",
+    "resolve_replica",
+    "state_path",
+]
+
+SNAPSHOTS = 64
+"""How many snapshots (see `memsync.hub`) a state keeps."""
+
+
+def _hostname_id() -> str:
+    host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
+    return f"{host.strip('.-')[:32] or 'replica'}-{_random.token_hex(3)}"
+
+
+def resolve_replica(configured: str | None, state_dir: Path) -> str:
+    """This machine's replica id: the configured one, else the one kept in the state
+    directory, else a new one (host name plus a random suffix), saved there."""
+    if configured:
+        return configured
+    path = state_dir / "replica"
+    try:
+        saved = path.read_text(encoding="utf-8").strip()
+        if validate_name(saved):
+            return saved
+    except FileNotFoundError:
+        pass
+    new = _hostname_id()
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_replace(path, (new + "\n").encode())
+    return new
+
+
+def state_path(state_dir: Path, memory: str, remote: str) -> Path:
+    return state_dir / "sync" / memory / f"{remote}.json"
+
+
+def hub_store_path(state_dir: Path, memory: str, remote: str) -> Path:
+    """The digests of the lines the hub holds (a `memsync.index.DigestStore`)."""
+    return state_dir / "sync" / memory / f"{remote}.hub.sqlite"
+
+
+@dataclass
+class PeerState:
+    offset: int = 0
+    line: int = 1
+    tail: str = ""  # hex hash of the HUB_TAIL_BYTES before offset
+    generation: str | None = None
+
+
+@dataclass
+class SyncState:
+    own_size: int | None = None  # our hub file's size as we last left it (None: unknown)
+    own_tail: str = ""  # base64 of its last HUB_TAIL_BYTES, to check and to extend the hash
+    own_generation: str | None = None
+    pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
+    peers: dict[str, PeerState] = field(default_factory=dict)
+    watermarks: str = ""  # the last watermark document published
+    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.hub
+    marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # peers' watermarks
+    replica: str | None = None  # the replica id, so the file, the own_* fields are about
+
+    @classmethod
+    def load(cls, path: Path) -> SyncState:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            peers = {k: PeerState(**v) for k, v in doc.pop("peers", {}).items()}
+            return cls(peers=peers, **doc)
+        except (FileNotFoundError, ValueError, TypeError):
+            return cls()  # a missing or unreadable cache: start over (a full re-read)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_replace(path, json.dumps(asdict(self), indent=1).encode())
+
+
+@contextmanager
+def pass_lock(state_dir: Path, memory: str, remote: str) -> Iterator[None]:
+    """One pass at a time for a memory and a remote, across processes (the daemon and a
+    `memsync sync` run at once must not both write our hub file)."""
+    path = state_dir / "sync" / memory / f"{remote}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = FileLock(path, mode=0o600)
+    try:
+        lock.acquire(timeout=60)
+    except _LockTimeout:
+        raise LockTimeout(
+            f"{path}: another memsync process is syncing {memory} with {remote}"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
