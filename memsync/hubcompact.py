@@ -34,7 +34,9 @@ def acknowledged_for(
         state = SyncState.load(state_path(state_dir, memory, remote))
         others = {
             name: marks_of(name, state.marks.get(name))
-            for name in state.peers
+            # Every replica known in the hub: one with a file, or only watermarks (a
+            # replica that has read but never written).
+            for name in state.peers.keys() | state.marks.keys()
             if name != replica and name not in gone
         }
         covered = covered_snapshot([snapshot_of(d) for d in state.snapshots], others)

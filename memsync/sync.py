@@ -201,10 +201,13 @@ class _Pass:
             if lines:
                 chunks.append((self.where(f.name), state.line - len(lines), lines))
             merged[peer] = state
+        known = {f.name[: -len(_SUFFIX)] for f in files if f.name.endswith(_SUFFIX)}
+        known |= {
+            f.name[: -len(WATERMARK_SUFFIX)] for f in files if f.name.endswith(WATERMARK_SUFFIX)
+        }
         self.report.replicas = {
             name: self.state.marks.get(name, {}).get("updated_at")
-            for name in sorted({f.name[: -len(_SUFFIX)] for f in files if f.name.endswith(_SUFFIX)})
-            if name != self.replica
+            for name in sorted(known - {self.replica})
         }
         if chunks:
             result = merge_chunks(self.index, chunks, now=self.now)
