@@ -195,11 +195,12 @@ class _Pass:
                     f"{self.where(f.name)}: {f.size} bytes, over the {MAX_PEER_BYTES} byte "
                     "limit for a hub file; refusing to read it"
                 )
-            state = self._checked(f.name, f.size, self.state.peers.get(peer))
+            state = self._checked(f, self.state.peers.get(peer))
             lines, state = self._read_new(f.name, f.size, state)
             self.report.peers += f.name != self.own
             if lines:
                 chunks.append((self.where(f.name), state.line - len(lines), lines))
+            state.seen = (f.size, f.mtime)
             merged[peer] = state
         known = {f.name[: -len(_SUFFIX)] for f in files if f.name.endswith(_SUFFIX)}
         known |= {
@@ -221,14 +222,19 @@ class _Pass:
                 continue
             self.state.peers[peer] = state
 
-    def _checked(self, name: str, size: int, state: PeerState | None) -> PeerState:
+    def _checked(self, f: RemoteFile, state: PeerState | None) -> PeerState:
         """The saved read position of a peer file, or a fresh one if the file is not what
         was read: shorter, other bytes before the offset, or another generation."""
+        name, size = f.name, f.size
         self._last_tail = b""
         if state is None or state.offset == 0:
             return PeerState()
         if size < state.offset:
             return PeerState()
+        if state.seen is not None and list(state.seen) == [size, f.mtime]:
+            # Same size and modification time as when last checked: nothing to read and
+            # nothing to check (the steady state costs nothing on the wire but a listing).
+            return state
         begin = max(0, state.offset - HUB_TAIL_BYTES)
         tail = self.t.read(self.memory, name, begin, state.offset - begin)
         self.report.pulled_bytes += len(tail)

@@ -72,6 +72,7 @@ class PeerState:
     line: int = 1
     tail: str = ""  # hex hash of the HUB_TAIL_BYTES before offset
     generation: str | None = None
+    seen: tuple[int, float] | list[float] | None = None  # (size, mtime) when last checked
 
 
 @dataclass
