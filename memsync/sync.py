@@ -86,6 +86,9 @@ peer's file) or writing on (ours). Every pass reads them over the wire, so they 
 than for local files; a rewrite by compaction is caught by the generation token anyway."""
 
 _HEAD_BYTES = 512  # enough for a header line: where the generation token is
+# Our own file's last bytes, checked before each push: another writer appending changes
+# its size, which is checked first; this catches a rewrite, where a few hundred bytes do.
+_OWN_CHECK_BYTES = 256
 _SUFFIX = ".jsonl"
 
 
@@ -351,8 +354,9 @@ class _Pass:
         if size < st.own_size:
             raise self._clash(f"it shrank from {st.own_size} to {size} bytes")
         tail = base64.b64decode(st.own_tail)
-        begin = st.own_size - len(tail)
-        if tail and self.t.read(self.memory, self.own, begin, len(tail)) != tail:
+        check = tail[-_OWN_CHECK_BYTES:]
+        begin = st.own_size - len(check)
+        if check and self.t.read(self.memory, self.own, begin, len(check)) != check:
             raise self._clash("its bytes before our last write changed")
         if size > st.own_size:
             # More than we know of: our own write whose answer was lost (every line is one
