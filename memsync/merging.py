@@ -332,6 +332,13 @@ def handoff(
             chosen[tomb.raw] = tomb
     for rec in superseding:
         chosen[rec.raw] = rec
+        # The superseder's own id then lands in DEST too: hand over what decides its view
+        # in SRC (its latest tombstone and best versions), so that DEST shows it as SRC
+        # does: not a stale version, and not alive again if SRC deleted it since.
+        for best in (result.index.tombs, result.index.user, result.index.inferred):
+            decisive = best.get(rec.id)
+            if decisive is not None:
+                chosen[decisive.raw] = decisive
     lines = [(str(src), 0, list(chosen))]
     pending = plan_records_merge(dest, lines, now=at)
     if dry_run:

@@ -18,6 +18,7 @@ is a pair of twins: both are kept and reported (rule 9 settles which one wins).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -222,9 +223,18 @@ def judge(inc: Incoming, dest: Index) -> MergePlan:
     plan = MergePlan(duplicates=inc.known, held=inc.held, bad=inc.bad)
     superseded = dict(dest.superseded)
     chosen: list[Record] = []
+    # Keys met with twins in the batch, and what was chosen of each: there, one record
+    # written two ways beside a twin is judged "append" in both spellings (the batch's best
+    # is the twin); only the first is kept.
+    twin_keys: dict[tuple[str, int], list[Record]] = {a.key: [] for a, _ in inc.batch.twins}
     for rec in inc.candidates:
         verdict = _judge(rec, dest, inc.batch, plan)
         if verdict == "append" or (verdict == "beaten" and _new_supersession(rec, superseded)):
+            if twin_keys and (kept := twin_keys.get(rec.key)) is not None:
+                if _has_copy(kept, rec):
+                    plan.duplicates += 1
+                    continue
+                kept.append(rec)
             chosen.append(rec)
             _note_supersession(rec, superseded)
         elif verdict == "beaten":
@@ -275,6 +285,10 @@ def _judge(rec: Record, dest: Index, batch: Index, plan: MergePlan) -> str:
             return "beaten"
         if same_class.raw == rec.raw or canonical(same_class) == canonical(rec):
             return "duplicate"
+        if _has_copy(itertools.chain.from_iterable(dest.twins), rec):
+            return "duplicate"  # the file holds it too, as the losing twin (rule 7)
+        if _beaten_by_user(rec, dest, batch):
+            return "beaten"  # as it is without the twin: a merge again must not append it
         plan.twins.append((same_class, rec))
         return "append"
     batch_best = (batch.user if rec.user else batch.inferred)[rid]
@@ -283,11 +297,34 @@ def _judge(rec: Record, dest: Index, batch: Index, plan: MergePlan) -> str:
             return "beaten"
         if canonical(batch_best) == canonical(rec):
             return "duplicate"  # the same record written two ways in two sources
-    if not rec.user:
-        user = _later(dest.user.get(rid), batch.user.get(rid))
-        if user is not None and user.ts > rec.ts:
-            return "beaten"
+    if _beaten_by_user(rec, dest, batch):
+        return "beaten"
     return "append"
+
+
+def _beaten_by_user(rec: Record, dest: Index, batch: Index) -> bool:
+    """Whether inferred `rec` is older than a user version of its id (rules 9 and 14)."""
+    if rec.user:
+        return False
+    user = _later(dest.user.get(rec.id), batch.user.get(rec.id))
+    return user is not None and user.ts > rec.ts
+
+
+def _has_copy(records: Iterable[Record], rec: Record) -> bool:
+    """Whether `records` hold `rec` (its key and canonical content, rule 7), maybe written
+    another way. Asked only where twins met: an `Index` keeps the best of each key, so the
+    other twin is found only among its `twins`."""
+    content: bytes | None = None
+    for other in records:
+        if other is rec or other.id != rec.id or other.ts != rec.ts:
+            continue
+        if other.raw == rec.raw:
+            return True
+        if content is None:
+            content = canonical(rec)
+        if canonical(other) == content:
+            return True
+    return False
 
 
 def _new_supersession(rec: Record, superseded: dict[str, int]) -> bool:
