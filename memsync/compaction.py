@@ -48,7 +48,7 @@ from memsync.lock import file_lock
 from memsync.memfile import header_line, no_gc, now_us
 from memsync.procfs import Writer, writers
 from memsync.procfs import available as procfs_available
-from memsync.storage import CHUNK_BYTES, append_bytes, fsync_dir, read_chunks_fd
+from memsync.storage import CHUNK_BYTES, append_bytes, fsync_dir, read_chunks_fd, write_all
 
 __all__ = [
     "DAY",
@@ -315,9 +315,9 @@ class _Work:
         try:
             try:
                 os.fchmod(fd, self.mode)
-                _write_all(fd, header_line(self.now, generation))
+                write_all(fd, header_line(self.now, generation))
                 for block in plan.data():
-                    _write_all(fd, block)
+                    write_all(fd, block)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -453,12 +453,6 @@ def _pread_all(fd: int, offset: int) -> bytes:
             return b"".join(parts)
         parts.append(block)
         offset += len(block)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _reject(path: Path, bad: list[Rejected], now: int) -> None:

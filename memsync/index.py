@@ -108,27 +108,16 @@ def cursor_at(path: Path, offset: int, line: int) -> Cursor:
     )
 
 
-class FileIndex:
-    """The persistent index of memory file `path`, stored in `db_path`.
+class _Store:
+    """An SQLite database in the state directory (mode 0600, write-ahead log), closed by
+    `close()` or at the end of a `with` block."""
 
-    Call `refresh()` (under the file's lock when writing) before asking it anything.
-    """
-
-    def __init__(self, path: Path, db_path: Path) -> None:
-        self.path = path
+    def __init__(self, db_path: Path) -> None:
         db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._db = sqlite3.connect(db_path, isolation_level=None)
-        os.chmod(db_path, 0o600)
+        os.chmod(db_path, 0o600)  # before the WAL exists: SQLite gives it the same mode
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA cache_size=-65536")  # 64 MiB: bulk inserts stay in memory
-        self._db.executescript(_SCHEMA)
-        self._db.execute(_RECS_INDEX)
-        self.bytes_read = 0
-        # Asked about many digests (a source read from its start), a merge is faster with
-        # every digest in memory than with a query per batch: see `intersection`.
-        self._cache: set[int] | None = None
-        self._asked = 0
 
     def close(self) -> None:
         self._db.close()
@@ -138,6 +127,25 @@ class FileIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class FileIndex(_Store):
+    """The persistent index of memory file `path`, stored in `db_path`.
+
+    Call `refresh()` (under the file's lock when writing) before asking it anything.
+    """
+
+    def __init__(self, path: Path, db_path: Path) -> None:
+        super().__init__(db_path)
+        self.path = path
+        self._db.execute("PRAGMA cache_size=-65536")  # 64 MiB: bulk inserts stay in memory
+        self._db.executescript(_SCHEMA)
+        self._db.execute(_RECS_INDEX)
+        self.bytes_read = 0
+        # Asked about many digests (a source read from its start), a merge is faster with
+        # every digest in memory than with a query per batch: see `intersection`.
+        self._cache: set[int] | None = None
+        self._asked = 0
 
     # The file itself
 
@@ -334,29 +342,16 @@ def _quick_id(raw: bytes) -> str | None:
     return None
 
 
-class DigestStore:
+class DigestStore(_Store):
     """A persistent set of line digests (SQLite): the lines a hub is known to hold, so
     that a push sends only what the hub lacks. A cache like `FileIndex`: losing it costs a
     re-read of the hub, never a lost record."""
 
     def __init__(self, db_path: Path) -> None:
-        db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._db = sqlite3.connect(db_path, isolation_level=None)
-        os.chmod(db_path, 0o600)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        super().__init__(db_path)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS lines (h1 INTEGER PRIMARY KEY, h2 INTEGER, seen INTEGER)"
         )
-
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def add(self, digests: Iterable[int], seen: int = 0) -> None:
         """Record that the hub holds these lines, first seen there at `seen` (microseconds;

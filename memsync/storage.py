@@ -24,6 +24,7 @@ __all__ = [
     "read_chunks_fd",
     "read_from",
     "read_tail",
+    "write_all",
 ]
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -175,6 +176,13 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def atomic_replace(path: Path, data: bytes) -> None:
     """Replace `path` with `data`: temp file in the same folder, fsync, rename, fsync of the
     folder (rule 16). The new file keeps mode 0600. Readers see the old or the new file,
@@ -182,9 +190,7 @@ def atomic_replace(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

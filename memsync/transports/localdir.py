@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsync.errors import TransportError
+from memsync.storage import write_all
 from memsync.transports.base import RemoteFile, check_name, map_errors, validate_name
 
 if TYPE_CHECKING:
@@ -185,9 +186,7 @@ class LocalDirTransport:
             fd = self._open(dir_fd, folder, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             try:
                 try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    write_all(fd, data)
                     os.fsync(fd)
                 finally:
                     os.close(fd)
