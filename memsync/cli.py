@@ -8,6 +8,7 @@ Every error is one line on stderr, `memsync: <what went wrong>`, never a traceba
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -107,6 +108,12 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _one_shot() -> None:
+    """A command that reads a whole memory and exits: the cyclic GC would only walk the
+    million records it holds (they hold no cycles) again and again, for nothing."""
+    gc.disable()
+
+
 def _existing(paths: Sequence[Path]) -> list[Path]:
     for p in paths:
         if not p.is_file():
@@ -115,6 +122,7 @@ def _existing(paths: Sequence[Path]) -> list[Path]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    _one_shot()
     view = view_of(_existing(args.files), args.now)
     records = view.records
     if args.scope is not None or args.kind:
@@ -154,6 +162,7 @@ def _report_bad(bad: Sequence[object]) -> None:
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
+    _one_shot()
     view = view_of(_existing(args.files), args.now)
     sys.stdout.write(prompt_of(view.records, args.scope, args.max_chars))
     _report_bad(view.bad)
@@ -161,6 +170,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    _one_shot()
     report = check_files(_existing(args.files), args.now)
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
