@@ -8,7 +8,6 @@ Every error is one line on stderr, `memsync: <what went wrong>`, never a traceba
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import os
@@ -31,7 +30,7 @@ from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.hub import retired, set_retired
 from memsync.hubcompact import acknowledged_for
-from memsync.memfile import Memory, check_files, now_us, prompt_of, view_of
+from memsync.memfile import Memory, check_files, no_gc, now_us, prompt_of, view_of
 from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
 from memsync.status import daemon_running, evaluate, read_status
 from memsync.status import to_json as status_json
@@ -108,12 +107,6 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _one_shot() -> None:
-    """A command that reads a whole memory and exits: the cyclic GC would only walk the
-    million records it holds (they hold no cycles) again and again, for nothing."""
-    gc.disable()
-
-
 def _existing(paths: Sequence[Path]) -> list[Path]:
     for p in paths:
         if not p.is_file():
@@ -122,7 +115,11 @@ def _existing(paths: Sequence[Path]) -> list[Path]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    _one_shot()
+    with no_gc():  # a million records hold no cycles: the cyclic GC would walk them in vain
+        return _show(args)
+
+
+def _show(args: argparse.Namespace) -> int:
     view = view_of(_existing(args.files), args.now)
     records = view.records
     if args.scope is not None or args.kind:
@@ -162,7 +159,11 @@ def _report_bad(bad: Sequence[object]) -> None:
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
-    _one_shot()
+    with no_gc():  # a million records hold no cycles: the cyclic GC would walk them in vain
+        return _prompt(args)
+
+
+def _prompt(args: argparse.Namespace) -> int:
     view = view_of(_existing(args.files), args.now)
     sys.stdout.write(prompt_of(view.records, args.scope, args.max_chars))
     _report_bad(view.bad)
@@ -170,7 +171,11 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    _one_shot()
+    with no_gc():  # a million records hold no cycles: the cyclic GC would walk them in vain
+        return _check(args)
+
+
+def _check(args: argparse.Namespace) -> int:
     report = check_files(_existing(args.files), args.now)
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
