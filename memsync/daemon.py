@@ -291,6 +291,7 @@ class Daemon:
             st.records_in += report.pulled_records
             st.records_out += report.pushed_records
             st.held = list(report.held)
+            self._note_returns(memory, remote, st.replicas, report.replicas, now)
             st.replicas, st.holding_back = dict(report.replicas), list(report.holding_back)
             if report.pulled_records or report.pushed_records:
                 logger.info(
@@ -311,6 +312,46 @@ class Daemon:
             st.last_error = report.error
             st.failing_since = st.failing_since or now
             self._requests.add(memory, remote)
+
+    def _note_returns(
+        self,
+        memory: str,
+        remote: str,
+        before: dict[str, int | None],
+        after: dict[str, int | None],
+        now: int,
+    ) -> None:
+        """Say loudly when a replica that had been silent for longer than the tombstone
+        horizon publishes again (rule 15): tombstones it never read are still here unless it
+        was retired, in which case entries deleted long ago may come back from it."""
+        horizon = self.config.compaction.tombstone_horizon_days * 86_400 * SECOND
+        gone = retired(self.config.state_dir)
+        for name, seen in after.items():
+            last = before.get(name)
+            if seen is None or last is None or seen == last or now - last <= horizon:
+                continue
+            days = (now - last) / SECOND / 86_400
+            if name in gone:
+                logger.warning(
+                    "%s <-> %s: retired replica %r is back after %.0f days: tombstones it "
+                    "never read may be gone, so entries deleted meanwhile may come back from "
+                    "it; check `memsync show` (and `memsync forget-replica --undo %s`)",
+                    memory,
+                    remote,
+                    name,
+                    days,
+                    name,
+                )
+            else:
+                logger.warning(
+                    "%s <-> %s: replica %r is back after %.0f days (longer than the "
+                    "tombstone horizon); every tombstone it had not read was kept, so what "
+                    "it brings is merged against them",
+                    memory,
+                    remote,
+                    name,
+                    days,
+                )
 
     def _validate(self, memory: str) -> None:
         """Log each new bad line of a local file once (incremental: only new bytes)."""
