@@ -406,6 +406,12 @@ def merge_indexed(
     return result
 
 
+BATCH_LINES = 100_000
+"""A merge of many new lines (a first sync) is planned and appended in batches of about
+this many incoming lines, so that its memory stays that of one batch (a parsed record per
+new line) rather than of the whole source."""
+
+
 def merge_chunks(
     index: FileIndex,
     chunks: Iterable[tuple[str, int, list[bytes]]],
@@ -418,28 +424,76 @@ def merge_chunks(
     """Merge lines (chunks: source name, first line number, lines) into the file of
     `index`, under the file's lock, judging them against the index (rule 14).
 
+    Large merges go in batches of about `BATCH_LINES` incoming lines: each is judged
+    against the file as the batches before it left it, so a record that a later batch beats
+    may already be in (the view is the same; merging again appends nothing). A dry run is
+    one batch, so that it lists exactly what a single merge would append.
+
     Records held for being dated too far ahead are kept in the index and offered again at
     every merge until their time comes.
     """
     dest = index.path
     at = now_us() if now is None else now
+    total = MergeResult(dest=str(dest), dry_run=dry_run)
     with file_lock(dest, lock_timeout):
         index.refresh()
         held_before = [(s, n, [raw]) for s, n, raw in index.held()]
-        with no_gc():
-            inc = collect_incoming(index, itertools.chain(held_before, chunks), at, max_future)
-            relevant = index.relevant(inc.ids)
-            targets = supersession_targets(inc, relevant)
-            if targets:
-                relevant = index.relevant(inc.ids, targets)
-            plan = judge(inc, relevant)
-        pending = PendingMerge(dest, plan, index.offset, 0)
-        if dry_run:
-            return _result(pending, dry_run=True)
-        data = plan.data()
-        if data:
-            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            append_bytes(dest, data, header=header_line(at))
-            index.refresh()
-        index.set_held((h.source, h.line, h.record.raw) for h in plan.held)
-    return _result(pending, dry_run=False)
+        source = itertools.chain(held_before, chunks)
+        held: list[tuple[str, int, bytes]] = []
+        for batch in _batches(source, None if dry_run else BATCH_LINES):
+            with no_gc():
+                inc = collect_incoming(index, batch, at, max_future)
+                relevant = index.relevant(inc.ids)
+                targets = supersession_targets(inc, relevant)
+                if targets:
+                    relevant = index.relevant(inc.ids, targets)
+                plan = judge(inc, relevant)
+            part = _result(PendingMerge(dest, plan, index.offset, 0), dry_run=dry_run)
+            _add_up(total, part, keep_records=dry_run)
+            held += [(h.source, h.line, h.record.raw) for h in plan.held]
+            if dry_run:
+                continue
+            data = plan.data()
+            if data:
+                dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                append_bytes(dest, data, header=header_line(at))
+                index.refresh()
+        if not dry_run:
+            index.set_held(held)
+    return total
+
+
+def _batches(
+    chunks: Iterable[tuple[str, int, list[bytes]]], limit: int | None
+) -> Iterator[list[tuple[str, int, list[bytes]]]]:
+    """Group the lines of chunks into batches of at most `limit` lines (all of them in one
+    batch when `limit` is None), splitting a chunk where a batch fills up."""
+    if limit is None:
+        yield list(chunks)
+        return
+    batch: list[tuple[str, int, list[bytes]]] = []
+    room = limit
+    for name, first, lines in chunks:
+        start = 0
+        while start < len(lines):
+            part = lines[start : start + room]
+            batch.append((name, first + start, part))
+            start += len(part)
+            room -= len(part)
+            if room == 0:
+                yield batch
+                batch, room = [], limit
+    if batch:
+        yield batch
+
+
+def _add_up(total: MergeResult, part: MergeResult, *, keep_records: bool) -> None:
+    total.appended += part.appended
+    total.bytes_appended += part.bytes_appended
+    total.duplicates += part.duplicates
+    total.beaten += part.beaten
+    total.held += part.held
+    total.bad += part.bad
+    total.twins += part.twins
+    if keep_records:
+        total.records += part.records
