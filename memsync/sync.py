@@ -87,8 +87,8 @@ than for local files; a rewrite by compaction is caught by the generation token 
 
 _HEAD_BYTES = 512  # enough for a header line: where the generation token is
 # Our own file's last bytes, checked before each push: another writer appending changes
-# its size, which is checked first; this catches a rewrite, where a few hundred bytes do.
-_OWN_CHECK_BYTES = 256
+# its size, which is checked first; this catches a rewrite, where the last line does.
+_OWN_CHECK_BYTES = 64
 _SUFFIX = ".jsonl"
 
 
