@@ -366,7 +366,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 print(f"  bad line: {b['file']}:{b['line']}: {b['reason']} (not merged)")
             for h in r.held:
                 print(f"  held: id {h['id']} dated {h['created_at']} (future-dated; merged later)")
-    return EXIT_FOUND if any(not r.ok for r in reports) else EXIT_OK
+    failed = [r for r in reports if not r.ok]
+    for r in failed:  # the summary above is for reading; errors also go where errors go
+        print(f"memsync: {r.memory} <-> {r.remote}: {r.error}", file=sys.stderr)
+    return EXIT_FOUND if failed else EXIT_OK
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

@@ -495,7 +495,9 @@ def test_a_peer_file_over_the_size_limit_is_refused_with_a_clear_error(
     assert "10000 byte limit" in line
     assert me.path.read_bytes() == local  # nothing merged from it
     assert not hub_file(hub, me).exists()  # nothing pushed after a failed pull
-    assert result.err == ""
+    (err,) = result.err.splitlines()  # and one line on stderr, no traceback
+    assert err.startswith("memsync: ")
+    assert "big.jsonl" in err
 
 
 # --- a missing hub ----------------------------------------------------------------------------
