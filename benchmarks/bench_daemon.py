@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -36,6 +35,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from common import machine
 
 from memsync.memfile import Memory
 
@@ -171,22 +172,6 @@ def cpu_seconds(pid: int) -> float:
 
 def pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
-
-
-def machine() -> str:
-    model = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load = os.getloadavg()[0]
-    return (
-        f"{os.cpu_count()} cores ({model}), Linux {platform.release()}, Python "
-        f"{platform.python_version()}; shared and noisy (load average {load:.2f} at the end)"
-    )
 
 
 def ms(seconds: float) -> str:

@@ -61,4 +61,9 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{platform.system()} {platform.machine()}, {cpus} cores ({model}), Python {platform.python_version()}; shared and noisy"
+    load = os.getloadavg()[0]
+    return (
+        f"{platform.system()} {platform.release()} {platform.machine()}, {cpus} cores "
+        f"({model}), Python {platform.python_version()}; shared and noisy (load average "
+        f"{load:.2f} now)"
+    )

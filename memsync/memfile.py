@@ -398,7 +398,7 @@ class Memory:
         Raises:
             MemsyncError: the file holds no record with that id.
         """
-        if self._current(rid) is None and not self._has_id(rid):
+        if self._newest_of(rid) is None:
             raise MemsyncError(f"{self.path}: no record with id {rid!r}")
         model = self._append({"id": rid, "deleted": True}, _as_us(now))
         assert isinstance(model, Tombstone)
@@ -480,9 +480,6 @@ class Memory:
                     if type(rec) is Record and rec.id == rid:
                         newest = rec.ts if newest is None else max(newest, rec.ts)
         return newest
-
-    def _has_id(self, rid: str) -> bool:
-        return self._newest_of(rid) is not None
 
     def _current(self, rid: str) -> Record | None:
         index = Index()
