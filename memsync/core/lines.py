@@ -32,6 +32,9 @@ __all__ = [
 MAX_LINE_BYTES = 64 * 1024
 """A line longer than this (its terminator excluded) is a bad line (rule 4)."""
 
+MAX_DEPTH = 32
+"""Arrays and objects nested deeper than this make a bad line (rule 4)."""
+
 _SUPPORTED_FORMAT = re.compile(r"agent-memory/0\.\d+\Z")
 _MAX_ID_CHARS = 128
 _US = timedelta(microseconds=1)
@@ -40,6 +43,11 @@ _US = timedelta(microseconds=1)
 _FIRST_US = (datetime.min.replace(tzinfo=UTC) - EPOCH) // _US
 _LAST_US = (datetime.max.replace(tzinfo=UTC) - EPOCH) // _US
 _KINDS = frozenset(KINDS)
+# Rule 4: a control character other than tab makes an id bad (C0, DEL and C1).
+_ID_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# An integer literal this long is beyond a double's range: a reader that reads numbers as
+# doubles gets infinity (rule 4: "a number that is not finite").
+_HUGE_INTEGER = re.compile(rb"\d{309}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +143,13 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
         f = _decode_fields(raw)
     except msgspec.DecodeError as exc:
         return _not_a_record(raw, str(exc), source, line_no)
+    except RecursionError:  # msgspec's own depth limit, far past MAX_DEPTH
+        return Invalid(f"nested deeper than {MAX_DEPTH} levels")
+    problem = _structure_problem(raw)
+    if problem is not None:
+        return Invalid(problem)
     rid = f.id
-    if not rid or len(rid) > _MAX_ID_CHARS or not rid.isprintable():
+    if not rid or len(rid) > _MAX_ID_CHARS or _ID_CONTROL.search(rid):
         return Invalid("'id' is empty, too long or holds control characters")
     ts = _instant(f.created_at)
     if isinstance(ts, str):
@@ -184,18 +197,79 @@ def _instant(value: msgspec.Raw) -> int | str:
     return us
 
 
+def _structure_problem(raw: bytes) -> str | None:
+    """Why a line that decodes as JSON is still a bad line under rule 4, or None.
+
+    Three shapes on which two JSON readers can disagree: an object with a duplicate key
+    (one keeps the first value, another the last), a number that is not finite as a double
+    (`1e999`, or an integer of 309 digits), and nesting deeper than `MAX_DEPTH` (one
+    reader recurses, another fails). `raw` must be valid JSON syntax.
+
+    Cost: a few C-level passes over the line, plus a full decode; no Python loop over its
+    characters unless the line holds more than `MAX_DEPTH` brackets.
+    """
+    # The text outside string literals: drop escaped backslashes, then escaped quotes, so
+    # that every '"' left delimits a string; the even pieces of a split on '"' are then
+    # exactly the JSON outside strings: punctuation, numbers, true, false, null.
+    text = raw.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in raw else raw
+    outside = b"".join(text.split(b'"')[::2])
+    opens = outside.count(b"{")
+    if opens + outside.count(b"[") > MAX_DEPTH and _depth(outside) > MAX_DEPTH:
+        return f"nested deeper than {MAX_DEPTH} levels"
+    try:
+        obj = _decode_any(raw)
+    except msgspec.DecodeError:  # msgspec: "Number out of range" (1e999 and the like)
+        return "holds a number that is not finite (out of a double's range)"
+    if _HUGE_INTEGER.search(outside) is not None:
+        return "holds a number that is not finite (out of a double's range)"
+    # Outside strings, a ':' only ever ends a key: their count is the number of keys as
+    # written, which equals the number of distinct keys unless one repeats.
+    distinct = len(obj) if opens == 1 and type(obj) is dict else _count_keys(obj)
+    if outside.count(b":") != distinct:
+        return "an object has a duplicate key"
+    return None
+
+
+def _depth(outside: bytes) -> int:
+    """The deepest nesting of arrays and objects in JSON text that has no strings left."""
+    depth = deepest = 0
+    for byte in outside:
+        if byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+def _count_keys(value: object) -> int:
+    """The number of keys over every object in a decoded JSON value (nesting is bounded)."""
+    if type(value) is dict:
+        return len(value) + sum(_count_keys(v) for v in value.values())
+    if type(value) is list:
+        return sum(_count_keys(v) for v in value)
+    return 0
+
+
 def _not_a_record(raw: bytes, error: str, source: str, line_no: int) -> Parsed:
     """The slow path: a blank line, a header, or a bad line with its reason."""
     if not raw.strip():
         return BLANK
     try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Invalid("not valid UTF-8")
+    try:
         obj = _decode_any(raw)
+    except msgspec.ValidationError:  # "Number out of range"; the typed decode says where
+        return Invalid(_reason(error))
     except msgspec.DecodeError:
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return Invalid("not valid UTF-8")
         return Invalid(f"not valid JSON ({error.removeprefix('JSON is malformed: ')})")
+    except RecursionError:  # msgspec's own depth limit, far past MAX_DEPTH
+        return Invalid(f"nested deeper than {MAX_DEPTH} levels")
+    problem = _structure_problem(raw)
+    if problem is not None:
+        return Invalid(problem)
     if type(obj) is not dict:
         return Invalid("not a JSON object")
     if "id" not in obj and "format" in obj:

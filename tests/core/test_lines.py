@@ -329,3 +329,161 @@ def test_classify_never_raises_on_arbitrary_objects(obj: dict[str, Any]) -> None
 
 def test_an_offset_without_colon_is_a_bad_line() -> None:
     assert isinstance(classify(line(created_at="2026-11-01T01:00:00+0100")), Invalid)
+
+
+# Rule 4's shapes on which two JSON readers disagree: duplicate keys, numbers that are not
+# finite as doubles, nesting past 32 levels, control characters in an id.
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("raw", "hint"),
+    [
+        pytest.param(
+            line().replace(b'"text"', b'"deleted": true, "deleted": false, "text"'),
+            "duplicate",
+            id="duplicate-known-key",
+        ),
+        pytest.param(
+            line().replace(b'"id"', b'"x": 1, "x" : 1, "id"'),
+            "duplicate",
+            id="duplicate-unknown-key-spaced",
+        ),
+        pytest.param(
+            line().replace(b'"id"', b'"x": {"a": 1, "a": 2}, "id"'),
+            "duplicate",
+            id="duplicate-key-in-a-nested-object",
+        ),
+        pytest.param(
+            tombstone().replace(b'"id"', b'"created_at": "2020-01-01T00:00:00Z", "id"'),
+            "duplicate",
+            id="duplicate-created_at-in-a-tombstone",
+        ),
+        pytest.param(
+            line().replace(b'"id"', b'"x": 1e999, "id"'), "finite", id="1e999-in-an-unknown-field"
+        ),
+        pytest.param(
+            line().replace(b'"id"', b'"x": [-1E+400], "id"'),
+            "finite",
+            id="negative-overflow-in-a-list",
+        ),
+        pytest.param(
+            line().replace(b'"id"', b'"x": ' + b"9" * 400 + b', "id"'),
+            "finite",
+            id="integer-beyond-a-double",
+        ),
+        pytest.param(
+            line().replace(b'"id"', f'"x": {_nested(33)}, "id"'.encode()), "nested", id="33-levels"
+        ),
+        pytest.param(
+            line().replace(b'"id"', f'"x": {_nested(1000)}, "id"'.encode()),
+            "nested",
+            id="1000-levels-in-a-record",
+        ),
+        pytest.param(_nested(1000).encode(), "nested", id="1000-levels-alone"),
+        pytest.param(("{" + '"a":{' * 40 + "}" * 41).encode(), "nested", id="40-objects"),
+        pytest.param(line(id="x4\nfake"), "control", id="newline-in-id"),
+        pytest.param(line(id="x\x1b[31m"), "control", id="escape-in-id"),
+        pytest.param(line(id="x\x7f"), "control", id="DEL-in-id"),
+        pytest.param(line(id="x\x85"), "control", id="C1-in-id"),
+        pytest.param(
+            b'{"format": "agent-memory/0.1", "format": "agent-memory/0.1"}',
+            "duplicate",
+            id="duplicate-key-in-a-header",
+        ),
+    ],
+)
+def test_rule_4_shapes_readers_disagree_on_are_bad_lines(raw: bytes, hint: str) -> None:
+    """Rule 4 (case 033): each of these decodes in some JSON reader; none is a record."""
+    parsed = classify(raw, source="m.jsonl", line_no=3)
+    assert isinstance(parsed, Invalid), parsed
+    assert hint in parsed.reason, parsed.reason
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(
+            line().replace(b'"id"', f'"x": {_nested(31)}, "id"'.encode()),
+            id="32-levels-counting-the-record",
+        ),
+        pytest.param(line(id="a\tb"), id="tab-in-id"),
+        pytest.param(line(id="caf\u00e9 \u00a0x"), id="non-ascii-id"),
+        pytest.param(
+            line(text='a "quoted": colon, a \\": and {"k": 1, "k": 2} in text'),
+            id="keys-and-colons-inside-a-string",
+        ),
+        pytest.param(line(text="ends in a backslash \\"), id="trailing-backslash"),
+        pytest.param(
+            line(text=":starts with a colon", scope=":x"), id="strings-starting-with-colon"
+        ),
+        pytest.param(
+            line().replace(b'"id"', b'"x": {"a": 1, "b": {"a": 1}}, "id"'),
+            id="same-key-in-two-objects",
+        ),
+        pytest.param(
+            line().replace(b'"id"', b'"x": [1e308, -1e-999, 123456789012345678901234567890], "id"'),
+            id="large-but-finite-numbers",
+        ),
+        pytest.param(line().replace(b'"text"', b'"te\\u0078t"'), id="escaped-key"),
+    ],
+)
+def test_rule_4_neighbours_that_are_fine(raw: bytes) -> None:
+    """The checks for rule 4's shapes do not catch valid lines that look like them."""
+    assert isinstance(classify(raw), Record), classify(raw)
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def _oracle_depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_oracle_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_oracle_depth(v) for v in value), default=0)
+    return 0
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.sampled_from('a":\\{}[], \t\u00e9\n')),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(st.tuples(st.sampled_from(["a", "b", 'c"', "d:", "e\\"]), inner), max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _render(value: Any) -> str:
+    """JSON text of `value`, where a list of (key, value) pairs is an object that may
+    repeat a key, and whitespace varies around the punctuation."""
+    if isinstance(value, list) and value and all(isinstance(p, tuple) for p in value):
+        return "{" + " ,".join(f"{json.dumps(k)} :{_render(v)}" for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[ " + ",".join(_render(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+@given(_json_values)
+def test_rule_4_structure_agrees_with_an_independent_reader(extra: Any) -> None:
+    """Property: with any JSON value in an unknown field, a line is a record exactly when
+    Python's own json module, rejecting duplicate keys, reads it with nesting of at most
+    32 levels (counting the record's own object)."""
+    raw = line().replace(b'"id"', f'"x": {_render(extra)}, "id"'.encode())
+    try:
+        obj = json.loads(raw, object_pairs_hook=_reject_duplicates)
+        valid = _oracle_depth(obj) <= 32
+    except ValueError:
+        valid = False
+    assert isinstance(classify(raw), Record) == valid, raw
