@@ -380,7 +380,9 @@ def test_entry_points_run() -> None:
     )
     assert module.returncode == 0, module.stderr
     assert "usage: memsync" in module.stdout
-    script = shutil.which("memsync")
+    # The script beside this interpreter: the README's test command runs without an
+    # activated venv, so PATH need not hold it (issue 13, item 23).
+    script = shutil.which("memsync", path=str(Path(sys.executable).parent))
     assert script is not None, "the memsync console script is not installed (pip install -e .)"
     console = subprocess.run(
         [script, "--help"], capture_output=True, text=True, timeout=60, check=False
