@@ -118,7 +118,10 @@ class MergeResult:
 
     dest: str
     appended: int = 0
+    """Lines appended, `repeated` ones included."""
     bytes_appended: int = 0
+    repeated: int = 0
+    """Lines appended again after a beaten record that travels (SEMANTICS rule 14)."""
     duplicates: int = 0
     beaten: int = 0
     held: list[dict[str, Any]] = field(default_factory=list)
@@ -132,6 +135,7 @@ class MergeResult:
             "dest": self.dest,
             "appended": self.appended,
             "bytes_appended": self.bytes_appended,
+            "repeated": self.repeated,
             "duplicates": self.duplicates,
             "beaten": self.beaten,
             "held": self.held,
@@ -207,6 +211,7 @@ def _refresh(pending: PendingMerge) -> PendingMerge:
     kept = [r for r in plan.append if line_digest(r.raw) not in arrived]
     plan.duplicates += len(plan.append) - len(kept)
     plan.append = kept
+    plan.repeated = [r for r in plan.repeated if line_digest(r.raw) not in arrived]
     return pending
 
 
@@ -241,6 +246,7 @@ def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
         dest=str(pending.dest),
         appended=len(plan.append),
         bytes_appended=len(plan.data()),
+        repeated=len(plan.repeated),
         duplicates=plan.duplicates,
         beaten=plan.beaten,
         held=[
@@ -490,6 +496,7 @@ def _batches(
 def _add_up(total: MergeResult, part: MergeResult, *, keep_records: bool) -> None:
     total.appended += part.appended
     total.bytes_appended += part.bytes_appended
+    total.repeated += part.repeated
     total.duplicates += part.duplicates
     total.beaten += part.beaten
     total.held += part.held

@@ -21,14 +21,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memsync.core.lines import Header, classify, split_complete
 from memsync.core.merge import MergePlan, plan_merge
 from memsync.core.records import Record, canonical
-from memsync.core.timestamps import SECOND
+from memsync.core.timestamps import SECOND, parse_ts
 from memsync.core.view import Index, build_view
 from memsync.merging import MergeResult, merge_files, merge_indexed
 from tests.strategies import (
@@ -126,11 +125,13 @@ _SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 _INFERRED_SOURCES = (None, "session:x", "session:y")
 
 
-def _ordered(seeds: list[int], n: int, user: bool) -> list[bytes]:
+def _ordered(seeds: list[int], n: int, user: bool | None, many_writers: bool) -> list[bytes]:
     """Records in strictly increasing `created_at` (one global clock, 30 s apart, so no two
-    share an instant), one source class for all, each id written by one replica only (its
-    owner), bad and blank lines anywhere. Sometimes a replica also holds a copy of an id's
-    whole history, spelled differently (as an earlier exchange might have left it)."""
+    share an instant), bad and blank lines anywhere. `user` True or False: one source class
+    for all; None: each entry user or inferred at random. Without `many_writers` each id is
+    written by one replica only (its owner); with it, any replica writes any id. Sometimes
+    a replica also holds a copy of an id's whole history, spelled differently (as an
+    earlier exchange might have left it)."""
     rng = random.Random(seeds[0])
     owner = {rid: rng.randrange(n) for rid in IDS}
     copy = {rid: rng.randrange(n) if rng.random() < 0.3 else None for rid in IDS}
@@ -145,10 +146,11 @@ def _ordered(seeds: list[int], n: int, user: bool) -> list[bytes]:
         base = random_tombstone(rng) if roll < 0.35 else random_entry(rng)
         fields = dict(base.fields)
         if not base.is_tombstone:
-            fields["source"] = "user" if user else rng.choice(_INFERRED_SOURCES)
+            is_user = rng.random() < 0.4 if user is None else user
+            fields["source"] = "user" if is_user else rng.choice(_INFERRED_SOURCES)
         obj = RecordObject(fields, created, base.expires)
         rid = fields["id"]
-        parts[owner[rid]].append(render(rng, obj))
+        parts[rng.randrange(n) if many_writers else owner[rid]].append(render(rng, obj))
         if (other := copy[rid]) is not None:
             parts[other].append(render(rng, obj))
     return _files(parts, random.Random(seeds[0]))
@@ -158,7 +160,8 @@ def _ordered(seeds: list[int], n: int, user: bool) -> list[bytes]:
 def ordered_scenarios(draw: st.DrawFn) -> Scenario:
     seeds = draw(st.lists(_SEEDS, min_size=1, max_size=24))
     n = draw(st.integers(2, 5))
-    files = _ordered(seeds, n, user=draw(st.booleans()))
+    user = draw(st.sampled_from([True, False, None]))
+    files = _ordered(seeds, n, user, many_writers=draw(st.booleans()))
     return draw(schedules(files))
 
 
@@ -186,23 +189,30 @@ def view_key(index: Index, now: int) -> Key:
 
 
 def naive_view(data: bytes, now: int) -> Key:
-    """A reader that simply lets later lines win (rule 14): per id the last line wins (a
-    tombstone deletes), an entry line with `supersedes` removes that id for good, and an
-    expired last version is skipped. It knows nothing of created_at order, of twins, or of
-    user versions outranking inferred ones."""
+    """The spec's reader that simply lets later lines win (rule 14): per id the last line
+    wins (a tombstone deletes), except that a user version is not replaced by an inferred
+    one; an entry line with `supersedes` removes that id for good (an inferred one only
+    when the id does not end on a user version, rule 10); an expired last version is
+    skipped. It knows nothing of created_at order or of twins."""
     last: dict[str, Record] = {}
-    superseded: set[str] = set()
+    by_user: set[str] = set()
+    by_inferred: set[str] = set()
     for raw in complete(data):
         rec = classify(raw)
         if type(rec) is not Record:
             continue
-        last[rec.id] = rec
+        old = last.get(rec.id)
+        if rec.deleted or old is None or old.deleted or not old.user or rec.user:
+            last[rec.id] = rec
         if not rec.deleted and rec.supersedes is not None:
-            superseded.add(rec.supersedes)
+            (by_user if rec.user else by_inferred).add(rec.supersedes)
     live = [
         r
         for rid, r in last.items()
-        if not r.deleted and rid not in superseded and (r.expires is None or r.expires > now)
+        if not r.deleted
+        and rid not in by_user
+        and (rid not in by_inferred or r.user)
+        and (r.expires is None or r.expires > now)
     ]
     live.sort(key=lambda r: (r.ts, r.id))
     return [(r.id, r.ts, canonical(r)) for r in live]
@@ -231,11 +241,14 @@ def merge_in_memory(files: list[bytes], src: int, dest: int, now: int = NOW) -> 
     dest_lines = complete(files[dest])
     src_lines = complete(files[src])
     plan = plan_merge(dest_lines, [(f"r{src}", 1, src_lines)], now)
-    appended = [r.raw for r in plan.append]
+    n_new = len(plan.append) - len(plan.repeated)
+    appended = [r.raw for r in plan.append[:n_new]]
     assert set(appended) <= set(src_lines)
     assert len(set(appended)) == len(appended)
     assert not set(appended) & set(dest_lines)
-    for raw in appended:
+    # Rule 14: the lines repeated after them are copies of lines the file then holds.
+    assert all(r.raw in set(dest_lines) | set(appended) for r in plan.repeated)
+    for raw in [r.raw for r in plan.append]:
         assert type(classify(raw)) is Record
     before = files[dest]
     files[dest] = apply(before, plan)
@@ -308,16 +321,12 @@ def test_merge_order_does_not_matter(scenario: Scenario) -> None:
 )
 @given(scenario=ordered_scenarios())
 def test_time_ordered_files_read_naively_agree_with_the_view(scenario: Scenario) -> None:
-    """Rule 14: where each replica's own writer kept time order, a reader that simply lets
-    later lines win (`naive_view`) agrees with the view of every file, before and after
-    every merge. The strategy is restricted three ways, each needed:
-    - one source class for all records (all user or all inferred): with both, a file
-      written in time order already breaks the equivalence (an inferred version written
-      after a user one is later, yet the user one outranks it, rule 9);
-    - all instants distinct: twins' tie-break is by content, not position;
-    - each id written by one replica only: when two writers touch one id, a merge can
-      append an older tombstone or a beaten superseding entry after a newer line of that
-      id (see the two xfail tests below; rule 14 as written cannot prevent either)."""
+    """Rule 14 (amended): where each replica's own writer kept time order, the spec's
+    reader that lets later lines win (`naive_view`: a user version is not replaced by an
+    inferred one) agrees with the view of every file, before and after every merge, over
+    histories of user and inferred versions, tombstones and supersessions, with one writer
+    or many per id. One restriction stays: all instants distinct (twins' tie-break is by
+    content, not position)."""
     files = list(scenario.files)
     for data in files:
         assert naive_view(data, NOW) == view_key(index_of([data]), NOW)
@@ -327,8 +336,8 @@ def test_time_ordered_files_read_naively_agree_with_the_view(scenario: Scenario)
             assert naive_view(files[dest], now) == view_key(index_of([files[dest]]), now)
 
 
-# Outside the single-writer restriction rule 14's promise does not hold. Two files, each
-# written in time order, one source class, distinct instants, two writers of one id:
+# The two shapes that broke rule 14's promise before it was amended: two files, each
+# written in time order, one source class, distinct instants, two writers of one id.
 
 
 def _line(rid: str, minute: int, **extra: object) -> bytes:
@@ -338,33 +347,27 @@ def _line(rid: str, minute: int, **extra: object) -> bytes:
     return json.dumps(obj).encode()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG (SEMANTICS rule 14 vs the merge): a tombstone older than the file's current "
-        "version of its id is appended (rule 14 stops only older *versions*; with user and "
-        "inferred versions it must travel), so a reader letting later lines win deletes "
-        "a record the view keeps"
-    ),
-)
 def test_an_old_tombstone_appended_after_a_newer_version() -> None:
     x = "a1a1a1a1a1a1"
     files = [
         HEADER + b"\n" + _line(x, 2) + b"\n",  # this writer re-added x at 00:02
         HEADER + b"\n" + _line(x, 0) + b"\n" + _line(x, 1, deleted=True) + b"\n",
     ]
-    merge_in_memory(files, 1, 0)
+    plan = merge_in_memory(files, 1, 0)
+    # The old tombstone travels (it deletes older versions still to come), and the
+    # current version at 00:02 is repeated after it.
+    assert [r.ts for r in plan.append] == [_ts(1), _ts(2)]
+    assert plan.append[-1].raw == _line(x, 2)
+    assert plan.repeated == [plan.append[-1]]
     assert naive_view(files[0], NOW) == view_key(index_of([files[0]]), NOW)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG (SEMANTICS rules 10 vs 14): a superseding entry older than a tombstone of its "
-        "own id is appended anyway (its supersession must reach the file, rule 10), after "
-        "that tombstone, so a reader letting later lines win brings the deleted entry back"
-    ),
-)
+def _ts(minute: int) -> int:
+    us = parse_ts(f"2026-11-01T00:{minute:02d}:00Z")
+    assert us is not None
+    return us
+
+
 def test_a_beaten_superseder_appended_after_its_tombstone() -> None:
     x, y = "a1a1a1a1a1a1", "b2b2b2b2b2b2"
     deleted = _line(x, 2, deleted=True)
@@ -372,8 +375,11 @@ def test_a_beaten_superseder_appended_after_its_tombstone() -> None:
         HEADER + b"\n" + _line(y, 0) + b"\n" + deleted + b"\n",
         HEADER + b"\n" + _line(x, 1, supersedes=y) + b"\n" + deleted + b"\n",
     ]
-    merge_in_memory(files, 1, 0)
+    plan = merge_in_memory(files, 1, 0)
+    # The superseding entry travels (rule 10), and the tombstone that beats it follows.
+    assert [r.raw for r in plan.append] == [_line(x, 1, supersedes=y), deleted]
     assert naive_view(files[0], NOW) == view_key(index_of([files[0]]), NOW)
+    assert naive_view(files[0], NOW) == []
 
 
 # --- through real files -------------------------------------------------------------------
@@ -397,7 +403,8 @@ def check_append(before: bytes, after: bytes, sources: set[bytes], result: Merge
     assert after.endswith(b"\n")
     assert len(added) == result.appended
     assert sum(len(raw) + 1 for raw in added) == result.bytes_appended
-    assert set(added) <= sources
+    # Copies of source lines, and (rule 14) of lines the file held, repeated after them.
+    assert set(added) <= sources | set(complete(before))
     assert all(type(classify(raw)) is Record for raw in added)
 
 

@@ -14,6 +14,11 @@ A record is appended when it is new to the file and not already beaten there (ru
   appended: supersession counts from every entry ever seen, live or not (rule 10).
 Same key and same canonical content is a duplicate (rule 7); same key and different content
 is a pair of twins: both are kept and reported (rule 9 settles which one wins).
+
+Two kinds of beaten record still travel (a tombstone older than the id's current version,
+a superseding entry beaten in its own id); after them the plan repeats, byte for byte, the
+line the view ends on for that id (its current version, or its latest tombstone), so that
+a reader letting later lines win still agrees with the view (rule 14, amended).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import xxhash
 
 from memsync.core.lines import BadLine, Invalid, classify
 from memsync.core.records import Record, canonical
-from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
+from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, wins
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
@@ -68,8 +73,10 @@ class MergePlan:
     """What a merge would append, and what it saw.
 
     Attributes:
-        append: the records to append, in (`created_at`, `id`) order so that a reader
-            letting later lines win agrees with the view (rule 14).
+        append: the records to append, in (`created_at`, `id`) order, then the `repeated`
+            ones, so that a reader letting later lines win agrees with the view (rule 14).
+        repeated: records of `append` that the file or `append` already holds: the line an
+            id's view ends on, repeated after a beaten record that travels (rule 14).
         duplicates: incoming records the file already holds (byte for byte or rule 7).
         beaten: incoming records older than something the file holds (rule 14).
         held: records dated more than `max_future` ahead: not merged yet.
@@ -78,6 +85,7 @@ class MergePlan:
     """
 
     append: list[Record] = field(default_factory=list)
+    repeated: list[Record] = field(default_factory=list)
     duplicates: int = 0
     beaten: int = 0
     held: list[Held] = field(default_factory=list)
@@ -241,10 +249,65 @@ def judge(inc: Incoming, dest: Index) -> MergePlan:
             plan.beaten += 1
         else:
             plan.duplicates += 1
-    chosen.sort(key=lambda r: (r.ts, r.id))
-    plan.append = chosen
+    # At one instant a tombstone goes after the entries it deletes (rule 8).
+    chosen.sort(key=lambda r: (r.ts, r.id, r.deleted))
+    plan.repeated = _repeats(chosen, dest, inc.batch)
+    plan.append = chosen + plan.repeated
     plan.twins.extend(inc.batch.twins)
     return plan
+
+
+def _read_later_wins(state: Record | None, rec: Record) -> Record:
+    """One step of the spec's naive reader (rule 14): later lines win, a tombstone deletes,
+    but a user version is not replaced by an inferred one."""
+    if rec.deleted or state is None or state.deleted or not state.user or rec.user:
+        return rec
+    return state
+
+
+def _ends_on(rid: str, dest: Index, batch: Index) -> tuple[Record | None, Record | None]:
+    """The id's latest tombstone and current version (rules 8, 9) once the batch is in."""
+    tomb = _later(dest.tombs.get(rid), batch.tombs.get(rid))
+    floor = None if tomb is None else tomb.ts
+    for a, b in ((dest.user, batch.user), (dest.inferred, batch.inferred)):
+        x, y = a.get(rid), b.get(rid)
+        best = x if y is None or (x is not None and not wins(y, x)) else y
+        if best is not None and (floor is None or best.ts > floor):
+            return tomb, best
+    return tomb, None
+
+
+def _repeats(chosen: list[Record], dest: Index, batch: Index) -> list[Record]:
+    """The lines to repeat after `chosen` so that a later-lines-win reader ends, for every
+    id `chosen` touches, where the view does (rule 14): the id's current version, or a
+    tombstone when it has none. Starting from the file's own state for the id (the view's,
+    where the file's writers kept time order), the reader is run over `chosen`; where it
+    ends elsewhere (an old tombstone, or a beaten superseding entry, travelled last), the
+    winning line is repeated, after the latest tombstone when the reader sits on a user
+    version the view has deleted."""
+    state: dict[str, Record | None] = {}
+    for rec in chosen:
+        rid = rec.id
+        if rid not in state:
+            state[rid] = dest.current(rid) or dest.tombs.get(rid)
+        state[rid] = _read_later_wins(state[rid], rec)
+    out: list[Record] = []
+    for rid, last in state.items():
+        if last is None:  # unreachable: `chosen` holds a record of rid
+            continue
+        tomb, current = _ends_on(rid, dest, batch)
+        if current is None:
+            if not last.deleted and tomb is not None:
+                out.append(tomb)
+        elif last.deleted or last.key != current.key or not _same(last, current):
+            if not last.deleted and last.user and not current.user and tomb is not None:
+                out.append(tomb)
+            out.append(current)
+    return out
+
+
+def _same(a: Record, b: Record) -> bool:
+    return a.raw == b.raw or canonical(a) == canonical(b)
 
 
 def plan_merge(

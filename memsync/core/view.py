@@ -15,13 +15,20 @@ from operator import attrgetter
 from memsync.core.lines import BadLine, Header, Invalid, classify
 from memsync.core.records import Record, canonical
 
-__all__ = ["SUPERSEDED_BY_INFERRED", "SUPERSEDED_BY_USER", "Index", "View", "build_view"]
+__all__ = [
+    "SUPERSEDED_BY_INFERRED",
+    "SUPERSEDED_BY_USER",
+    "Index",
+    "View",
+    "build_view",
+    "wins",
+]
 
 SUPERSEDED_BY_USER = 1
 SUPERSEDED_BY_INFERRED = 2
 
 
-def _wins(new: Record, old: Record) -> bool:
+def wins(new: Record, old: Record) -> bool:
     """Whether `new` beats `old` within one class (rule 9): later wins; an exact tie goes to
     the greater canonical JSON text. Equal canonical content is the same record (rule 7)."""
     if new.ts != old.ts:
@@ -72,7 +79,7 @@ class Index:
         old = best.get(rec.id)
         if old is None:
             best[rec.id] = rec
-        elif _wins(rec, old):
+        elif wins(rec, old):
             if old.ts == rec.ts and not rec.deleted:
                 self.twins.append((rec, old))
             best[rec.id] = rec

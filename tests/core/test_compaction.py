@@ -389,7 +389,9 @@ def test_merging_the_original_into_the_compacted_file_appends_nothing(horizon: i
     if horizon == NEVER:
         assert plan.append == []
     else:
-        assert [r.raw for r in plan.append] == [tomb("b", 1.5)]
+        # The tombstone travels; b's current version follows it again (rule 14).
+        assert [r.raw for r in plan.append] == [tomb("b", 1.5), entry("b", 2)]
+        assert [r.raw for r in plan.repeated] == [entry("b", 2)]
     assert view(compacted) == view(original)
 
 
@@ -454,3 +456,11 @@ def test_conformance_case_survives_compaction(folder: Path) -> None:
     for name, lines in files.items():
         others = [raw for other, ls in files.items() if other != name for raw in ls]
         assert view(merge(compact(others, now=now), lines, now), now) == expected
+
+
+def test_a_line_repeated_by_rule_14_is_kept_once_after_what_it_beats() -> None:
+    """Rule 14's repeat of an id's winning line is the same record: compaction keeps one
+    copy, after the older tombstone that travelled, so a later-lines-win reader still ends
+    on the winner."""
+    original = [HEADER, entry("a", 2), tomb("a", 1), entry("a", 2)]
+    assert compact(original) == [tomb("a", 1), entry("a", 2)]
