@@ -60,6 +60,11 @@ _SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key")
 _DEFAULT_MEMORY_NAME = "memory"
 _DEFAULT_MEMORY_PATH = "~/.local/share/agent-memory/memory.jsonl"
 _URL_FORMS = "a path, file:///path, ssh://[user@]host[:port]/path or ssh://alias/path"
+# Upper bounds on every number (issue 13, item 17): past them a value is a typo, and some
+# (inf, 1e12 seconds) overflow the scheduler at start, a restart loop under systemd.
+_DAY = 86_400.0
+MAX_HORIZON_DAYS = 36_500
+"""The longest tombstone horizon accepted: a hundred years."""
 
 
 # --- small value checks ---------------------------------------------------------------
@@ -293,7 +298,7 @@ class RemoteConfig(_Model):
     accept_new_host_key: bool = False
     """SSH only: trust and record an unknown host key on first contact (OpenSSH accept-new);
     a changed key is still refused."""
-    poll_seconds: float = Field(default=30.0, gt=0)
+    poll_seconds: float = Field(default=30.0, gt=0, le=_DAY, allow_inf_nan=False)
     """How often to look for other machines' writes (a folder's inotify never sees them)."""
 
     @field_validator("url")
@@ -323,9 +328,9 @@ class CompactionConfig(_Model):
 
     schedule: str = "17 3 * * *"
     """Cron expression, 5 fields, local time. Weekdays by name (mon-fri), not by number."""
-    quiet_seconds: float = Field(default=60.0, ge=0)
+    quiet_seconds: float = Field(default=60.0, ge=0, le=_DAY, allow_inf_nan=False)
     """Compact a file only after it has not changed for this long."""
-    tombstone_horizon_days: int = Field(default=90, ge=1)
+    tombstone_horizon_days: int = Field(default=90, ge=1, le=MAX_HORIZON_DAYS)
     """Keep deletion markers this long, so that no machine brings a deleted entry back."""
 
     @field_validator("schedule")
@@ -352,11 +357,11 @@ class CompactionConfig(_Model):
 class DaemonConfig(_Model):
     """`[daemon]`: how `memsync daemon` runs."""
 
-    debounce_ms: int = Field(default=200, ge=0)
+    debounce_ms: int = Field(default=200, ge=0, le=60_000)
     """Wait this long after a file change for more changes before syncing."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Least severe log message written to stderr (the journal, under systemd)."""
-    reconcile_seconds: float = Field(default=300.0, gt=0)
+    reconcile_seconds: float = Field(default=300.0, gt=0, le=_DAY, allow_inf_nan=False)
     """Run a full reconciliation pass this often, catching whatever a watcher missed."""
 
 
@@ -381,7 +386,7 @@ class Config(_Model):
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
         _check_unique("memory", [m.name for m in self.memory], "name")
-        _check_unique("memory", [m.path for m in self.memory], "path")
+        _check_unique("memory", [_real(m.path) for m in self.memory], "path")
         _check_unique("remote", [r.name for r in self.remote], "name")
         defined = [r.name for r in self.remote]
         for index, memory in enumerate(self.memory):
@@ -393,7 +398,26 @@ class Config(_Model):
                         ("memory", index, "remotes", position),
                         f"no [[remote]] is named {name!r} ({hint})",
                     )
+        self._check_hubs_apart_from_memories()
         return self
+
+    def _check_hubs_apart_from_memories(self) -> None:
+        """Refuse a folder hub that is a memory file or holds one (issue 13, item 18): the
+        hub's own files would be merged into the memory, or the memory read as a peer."""
+        for r_index, remote in enumerate(self.remote):
+            url = remote.parsed_url
+            if url.scheme != "file":
+                continue
+            hub = _real(Path(url.path))
+            for memory in self.memory:
+                path = _real(memory.path)
+                if path == hub or hub in path.parents:
+                    where = "is" if path == hub else "holds"
+                    raise _KeyedValueError(
+                        ("remote", r_index, "url"),
+                        f"the hub {url.path!r} {where} the memory file {str(memory.path)!r}"
+                        f" of memory {memory.name!r}; put the hub in a folder of its own",
+                    )
 
     def memory_remotes(self, memory: MemoryConfig | str) -> list[RemoteConfig]:
         """Return the remotes `memory` (a `MemoryConfig` or its name) syncs through.
@@ -428,6 +452,12 @@ class Config(_Model):
                 for key in _SSH_ONLY:
                     del shown[key]
         return data
+
+
+def _real(path: Path) -> Path:
+    """`path` with `..` and symlinks resolved, so that two spellings of one file compare
+    equal; a path that does not exist yet is resolved as far as it goes."""
+    return Path(os.path.realpath(path))
 
 
 def _check_unique(table: str, values: list[Any], key: str) -> None:

@@ -346,6 +346,26 @@ def test_password_key_does_not_exist(tmp_path: Path) -> None:
         ),
         ("replica = 7\n", "replica", "expected a string, got integer 7"),
         ('replica = "a b"\n', "replica", "invalid name 'a b'"),
+        # Issue 13, item 17: every number has an upper bound; inf and 1e12 crashed the daemon.
+        (
+            '[[remote]]\nname = "a"\nurl = "/a"\npoll_seconds = inf\n',
+            "remote[0].poll_seconds",
+            "finite number",
+        ),
+        (
+            '[[remote]]\nname = "a"\nurl = "/a"\npoll_seconds = 1e12\n',
+            "remote[0].poll_seconds",
+            "less than or equal to 86400",
+        ),
+        ("[daemon]\nreconcile_seconds = inf\n", "daemon.reconcile_seconds", "finite number"),
+        ("[daemon]\nreconcile_seconds = nan\n", "daemon.reconcile_seconds", "finite number"),
+        ("[daemon]\ndebounce_ms = 100000000\n", "daemon.debounce_ms", "less than or equal"),
+        ("[compaction]\nquiet_seconds = inf\n", "compaction.quiet_seconds", "finite number"),
+        (
+            "[compaction]\ntombstone_horizon_days = 100000000\n",
+            "compaction.tombstone_horizon_days",
+            "less than or equal to 36500",
+        ),
         ('replica = ".."\n', "replica", "invalid name"),
         ('replica = "' + "x" * 65 + '"\n', "replica", "invalid name"),
         ('state_dir = "relative"\n', "state_dir", "not an absolute path"),
@@ -518,3 +538,42 @@ def test_unreadable_file(tmp_path: Path) -> None:
     path.chmod(0)
     with pytest.raises(ConfigError, match="cannot read it"):
         load_config(path)
+
+
+# --- risky layouts (issue 13, item 18) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "where"),
+    [("{d}/me.jsonl", "is"), ("{d}", "holds"), ("{d}/../{n}", "holds"), ("file://{d}", "holds")],
+)
+def test_a_folder_hub_that_is_or_holds_a_memory_file_is_refused(
+    tmp_path: Path, url: str, where: str
+) -> None:
+    d = tmp_path / "mem"
+    text = (
+        f'[[memory]]\nname = "me"\npath = "{d}/me.jsonl"\n'
+        f'[[remote]]\nname = "hub"\nurl = "{url.format(d=d, n=d.name)}"\n'
+    )
+    error = config_error(tmp_path, text)
+    assert error.key == "remote[0].url"
+    assert f"{where} the memory file" in error.message
+    assert "folder of its own" in error.message
+
+
+def test_a_hub_beside_the_memory_file_is_fine(tmp_path: Path) -> None:
+    text = (
+        f'[[memory]]\nname = "me"\npath = "{tmp_path}/mem/me.jsonl"\n'
+        f'[[remote]]\nname = "hub"\nurl = "{tmp_path}/hub"\n'
+    )
+    load_config(write(tmp_path, text))
+
+
+def test_two_memories_at_one_path_spelled_two_ways_are_refused(tmp_path: Path) -> None:
+    text = (
+        f'[[memory]]\nname = "a"\npath = "{tmp_path}/x/me.jsonl"\n'
+        f'[[memory]]\nname = "b"\npath = "{tmp_path}/x/../x/me.jsonl"\n'
+    )
+    error = config_error(tmp_path, text)
+    assert error.key == "memory[1].path"
+    assert "already used by memory[0]" in error.message

@@ -220,7 +220,7 @@ def _structure_problem(raw: bytes) -> str | None:
         obj = _decode_any(raw)
     except msgspec.DecodeError:  # msgspec: "Number out of range" (1e999 and the like)
         return "holds a number that is not finite (out of a double's range)"
-    if _HUGE_INTEGER.search(outside) is not None:
+    if len(outside) >= 309 and _HUGE_INTEGER.search(outside) is not None:
         return "holds a number that is not finite (out of a double's range)"
     # Outside strings, a ':' only ever ends a key: their count is the number of keys as
     # written, which equals the number of distinct keys unless one repeats.
