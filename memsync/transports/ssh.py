@@ -15,8 +15,10 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import getpass
 import hashlib
+import logging
 import os
 import posixpath
 import secrets
@@ -42,6 +44,7 @@ __all__ = ["SSHTransport"]
 
 _CHUNK = 32 * 1024  # the largest SFTP write every server accepts (draft-ietf-secsh-filexfer)
 _T = TypeVar("_T")
+_log = logging.getLogger(__name__)
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -50,17 +53,62 @@ def fingerprint(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
-    """Refuse an unknown host key, or record it when the user said `accept_new_host_key`."""
+def load_known_hosts(path: Path, into: paramiko.HostKeys) -> set[bytes]:
+    """Load an OpenSSH known_hosts file into `into`; return the `@revoked` keys' blobs.
 
-    def __init__(self, owner: SSHTransport) -> None:
+    paramiko's own loader stops the whole file on a line it cannot decode (a
+    `@cert-authority` line gives "Incorrect padding"), which broke every SSH remote. Here
+    such a line is skipped with a debug note; `@revoked` keys are returned so that the
+    caller refuses them even where another line lists them as known.
+    """
+    revoked: set[bytes] = set()
+    entries: list[paramiko.hostkeys.HostKeyEntry] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line_no, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("@"):
+                marker, _, rest = line.partition(" ")
+                fields = rest.split()
+                if marker == "@revoked" and len(fields) >= 3:
+                    with suppress(binascii.Error, ValueError):
+                        revoked.add(base64.b64decode(fields[2], validate=True))
+                        continue
+                _log.debug("%s:%d: %s line skipped (not supported)", path, line_no, marker)
+                continue
+            try:
+                entry = paramiko.hostkeys.HostKeyEntry.from_line(line, line_no)
+            except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError) as exc:
+                _log.debug("%s:%d: line skipped (%s)", path, line_no, exc)
+                continue
+            if entry is not None and entry.key is not None:
+                entries.append(entry)
+    for entry in entries:
+        if entry.key.asbytes() not in revoked:
+            for name in entry.hostnames:
+                into.add(name, entry.key.get_name(), entry.key)
+    return revoked
+
+
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse an unknown or revoked host key; record an unknown one when the user said
+    `accept_new_host_key`."""
+
+    def __init__(self, owner: SSHTransport, revoked: set[bytes]) -> None:
         self.owner = owner
+        self.revoked = revoked
 
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
         owner = self.owner
         described = f"{key.get_name()} {fingerprint(key)}"
+        if key.asbytes() in self.revoked:
+            raise HostKeyError(
+                f"{owner.server}: host key {described} is marked @revoked in "
+                f"{owner.known_hosts}; refusing to connect"
+            )
         if not owner.accept_new_host_key:
             raise HostKeyError(
                 f"{owner.server}: unknown host key {described}; check it, then add it to "
@@ -154,15 +202,21 @@ class SSHTransport:
     def __repr__(self) -> str:
         return f"SSHTransport({self.url!r})"
 
+    @property
+    def _known_hosts_name(self) -> str:
+        """How known_hosts (and `ssh-keygen -R`) names this server, quoted for a shell."""
+        return self.hostname if self.port == 22 else f"'[{self.hostname}]:{self.port}'"
+
     # --- connection -----------------------------------------------------------------------
 
     def _connect(self) -> paramiko.SFTPClient:
         client = paramiko.SSHClient()
         timeout, started = self.connect_timeout, time.monotonic()
         try:
+            revoked: set[bytes] = set()
             if self.known_hosts.is_file():
-                client.get_host_keys().load(str(self.known_hosts))
-            client.set_missing_host_key_policy(_HostKeyPolicy(self))
+                revoked = load_known_hosts(self.known_hosts, client.get_host_keys())
+            client.set_missing_host_key_policy(_HostKeyPolicy(self, revoked))
             client.connect(
                 self.hostname,
                 port=self.port,
@@ -192,7 +246,8 @@ class SSHTransport:
                 f"{self.server}: HOST KEY CHANGED (possible man-in-the-middle): it offers "
                 f"{exc.key.get_name()} {fingerprint(exc.key)}, but {self.known_hosts} has "
                 f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}; if the change "
-                f"is expected, remove the old entry (ssh-keygen -R) and connect again"
+                f"is expected, remove the old entry (ssh-keygen -R {self._known_hosts_name} "
+                f"-f {self.known_hosts}) and connect again"
             ) from None
         except paramiko.SSHException as exc:
             client.close()

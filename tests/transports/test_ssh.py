@@ -119,6 +119,8 @@ def test_accept_new_records_the_key_but_a_changed_key_is_always_refused(
             changed.list_files(FOLDER)
         assert other.host_key_fingerprint in str(caught.value)
         assert old_fingerprint in str(caught.value)
+        # The fix names the entry to remove (issue 13, item 21).
+        assert f"ssh-keygen -R '[127.0.0.1]:{port}' -f {known_hosts}" in str(caught.value)
         assert known_hosts.read_text() == recorded  # nothing added, nothing replaced
     finally:
         other.stop()
@@ -305,3 +307,38 @@ def test_a_connection_killed_between_calls_is_remade(own_sshd: SshdServer, hub_r
     assert first == b"{}\n"
     assert t.write_at(FOLDER, NAME, 3, b"{}\n") == 6
     t.close()
+
+
+# known_hosts lines paramiko cannot read (issue 13, item 19)
+
+
+def test_cert_authority_and_odd_lines_do_not_break_known_hosts(
+    sshd_server: SshdServer, hub_root: Path, tmp_path: Path
+) -> None:
+    """A `@cert-authority` line made paramiko's loader fail with "Incorrect padding" for
+    every SSH remote; such lines, and lines paramiko cannot decode, are skipped."""
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(
+        "@cert-authority *.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDN1Ab\n"
+        "broken.example.com ssh-rsa not-base64!!\n"
+        "lonely-host-field\n" + sshd_server.known_hosts.read_text()
+    )
+    t = _transport(sshd_server, hub_root, known_hosts=known_hosts)
+    try:
+        assert t.list_files(FOLDER) == []
+    finally:
+        t.close()
+
+
+def test_a_revoked_host_key_is_refused_even_when_listed(
+    sshd_server: SshdServer, hub_root: Path, tmp_path: Path
+) -> None:
+    known = sshd_server.known_hosts.read_text()
+    _, key_type, blob = known.split()[:3]
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(known + f"@revoked * {key_type} {blob}\n")
+    t = _transport(sshd_server, hub_root, known_hosts=known_hosts, accept_new_host_key=True)
+    with pytest.raises(HostKeyError, match="@revoked") as caught:
+        t.list_files(FOLDER)
+    assert sshd_server.host_key_fingerprint in str(caught.value)
+    assert known_hosts.read_text() == known + f"@revoked * {key_type} {blob}\n"
