@@ -6,7 +6,9 @@ No rule lives here: what a line means is `memsync.core`'s business.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -186,15 +188,27 @@ def write_all(fd: int, data: bytes) -> None:
 def atomic_replace(path: Path, data: bytes) -> None:
     """Replace `path` with `data`: temp file in the same folder, fsync, rename, fsync of the
     folder (rule 16). The new file keeps mode 0600. Readers see the old or the new file,
-    never a mix."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    never a mix.
+
+    Safe from several threads at once (the daemon's main loop and its heartbeat both write
+    the status): each call writes its own temp file, so the last rename wins whole. A
+    failed write (a full disk) removes its temp file and raises, naming `path`.
+    """
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if exc.filename is None or str(exc.filename) == str(tmp):
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     fsync_dir(path.parent)
 
 

@@ -176,3 +176,42 @@ def test_evaluate_boundaries() -> None:
     assert not stopped.running
     assert all("stale" not in p for p in stopped.problems)  # not running says it all
     assert stopped.problems[0].startswith("the daemon is not running")
+
+
+def test_the_status_written_from_two_threads_at_once_stays_whole(tmp_path: Path) -> None:
+    """Issue 13, item 12: the main loop and the heartbeat both write the status; with one
+    temp name per process one thread renamed the other's half-written file and the other
+    failed with ENOENT. Every write now succeeds and the file is always one whole JSON."""
+    import threading
+
+    from memsync.storage import atomic_replace
+
+    target = tmp_path / "status.json"
+    errors: list[BaseException] = []
+
+    def writer(tag: str) -> None:
+        try:
+            for i in range(300):
+                atomic_replace(target, json.dumps({"who": tag, "i": i, "pad": "x" * 4000}).encode())
+        except BaseException as exc:  # noqa: BLE001 - the test reports any failure
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in ("main", "heartbeat")]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        if target.exists():
+            json.loads(target.read_bytes())  # never a torn file
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert json.loads(target.read_bytes())["i"] == 299
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]  # no temp file left
+
+
+def test_a_failed_status_write_names_the_path_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    from memsync.storage import atomic_replace
+
+    target = tmp_path / "missing-dir" / "status.json"
+    with pytest.raises(OSError, match=r"missing-dir/status\.json"):
+        atomic_replace(target, b"{}")
