@@ -7,6 +7,7 @@ No rule lives here: what a line means is `memsync.core`'s business.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -128,6 +129,11 @@ def append_bytes(path: Path, data: bytes, *, header: bytes | None = None) -> int
     written first so that the torn line stays its own bad line instead of swallowing the
     first new record. A missing file is created with mode 0600 and `header` first.
     The caller holds the file's lock. Returns the file's size after the write.
+
+    A write that fails part-way (a full disk, a file size limit) is taken back: the file is
+    cut to its old size, so no partial record stays to become a bad line, and the OSError
+    names `path`. Only if a lock-free writer appended meanwhile is the file left longer,
+    with the partial line terminated (a bad line, rule 4, never a record glued to another).
     """
     if not data.endswith(b"\n"):
         raise ValueError("append_bytes takes whole lines ending in \\n")
@@ -141,13 +147,27 @@ def append_bytes(path: Path, data: bytes, *, header: bytes | None = None) -> int
         elif size > 0 and _torn(fd, size):
             prefix = b"\n"
         payload = prefix + data
-        written = os.write(fd, payload)
-        if written != len(payload):  # a full disk; never leave half a line unterminated
-            os.write(fd, b"\n")
-            raise OSError(f"{path}: short write ({written} of {len(payload)} bytes)")
+        try:
+            written = os.write(fd, payload)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        if written != len(payload):
+            _take_back(fd, size, written)
+            raise OSError(
+                errno.ENOSPC, f"short write ({written} of {len(payload)} bytes)", str(path)
+            )
         return os.fstat(fd).st_size
     finally:
         os.close(fd)
+
+
+def _take_back(fd: int, size: int, written: int) -> None:
+    """Undo a partial append of `written` bytes at `size`, or terminate it if others wrote."""
+    with contextlib.suppress(OSError):
+        if os.fstat(fd).st_size == size + written:
+            os.ftruncate(fd, size)
+        else:
+            os.write(fd, b"\n")
 
 
 def _torn(fd: int, size: int) -> bool:

@@ -355,3 +355,45 @@ def test_read_from_returns_complete_lines_and_resumes_after_a_torn_tail(mem: Mem
     assert lines == [full.rstrip(b"\n")]
     assert new_offset == mem.path.stat().st_size
     assert mem.read_from(new_offset) == ([], new_offset)
+
+
+# A full disk (issue 13, item 14)
+
+_FULL_DISK_CHILD = """
+import resource, signal, sys
+from memsync import Memory
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a short write instead of a kill
+path, limit = sys.argv[1], int(sys.argv[2])
+mem = Memory.open(path)
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    mem.add("lesson", "a record that does not fit on the disk " * 4)
+except OSError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def test_an_append_that_does_not_fit_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    """A short write (here a file size limit, as a full disk does) used to leave a partial
+    record that the next append turned into a permanent bad line. Now the file is cut back
+    to its old size, the error names the file, and the next append is clean."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "me.jsonl"
+    mem = Memory.open(path)
+    mem.add("fact", "already here")
+    before = path.read_bytes()
+    child = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_CHILD, str(path), str(len(before) + 40)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == 3, child.stderr
+    assert str(path) in child.stdout
+    assert path.read_bytes() == before
+    mem.add("fact", "after the disk was freed")
+    assert mem.check().clean
