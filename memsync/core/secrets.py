@@ -27,12 +27,18 @@ Decisions on borderline values (pinned by tests/core/test_secrets.py):
   name themselves (`secret=mysecret`), and word-only values of non-password keys
   (`AccessToken=minutes`): a password can be a word, a token cannot.
 - Provider-shaped keys are reported even when they are documentation samples
-  (AWS's published sample key id): the shape is what the person should not paste.
+  (AWS's published sample key id): the shape is what the person should not paste. Shapes
+  are checked as far as cheaply possible: a Telegram token's secret starts with "AA"; a
+  Discord token's first part must decode to a 17-20 digit account id; an Azure SAS
+  signature counts only beside its "sv=" version.
 """
 
 from __future__ import annotations
 
+import binascii
 import re
+from base64 import urlsafe_b64decode
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["SECRET_KINDS", "find_secrets"]
@@ -71,7 +77,8 @@ class _Detector:
     """One value shape. Its `pattern` runs only if the shared prefilter matched and one of
     its `triggers` occurs in the text (in `text.lower()` when `folded`). A match counts when
     its group "v" (if any) has at least `classes` character classes and 5 distinct
-    characters, which drops documentation fillers like `ghp_xxxx...`."""
+    characters, which drops documentation fillers like `ghp_xxxx...`, and `valid(v)` (if
+    set) holds."""
 
     name: str
     pattern: re.Pattern[str]
@@ -85,6 +92,17 @@ class _Detector:
     triggers: tuple[str, ...]
     folded: bool = False
     classes: int = 1
+    valid: Callable[[str], bool] | None = None
+
+
+def _is_snowflake_b64(value: str) -> bool:
+    """Given the first part of a Discord token, return True when it is base64 of a
+    17-20 digit snowflake id (the account id), as every Discord bot token's is."""
+    try:
+        raw = urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        return False
+    return 17 <= len(raw) <= 20 and raw.isdigit()
 
 
 _B = r"(?<![A-Za-z0-9_])"  # a left edge that, unlike \b, also refuses "_" ("my_ghp_...")
@@ -211,6 +229,47 @@ _DETECTORS = (
         r"_(?<=\bhf_)",
         ("hf_",),
         classes=2,
+    ),
+    _Detector(
+        "Azure access key",
+        # Storage, Service Bus and Event Hubs connection strings: AccountKey=<88 base64>,
+        # SharedAccessKey=<44 base64>. "AccountKey=<your key>" has no base64 to match.
+        re.compile(
+            r"(?:AccountKey|SharedAccessKey)=(?P<v>[A-Za-z0-9+/]{30,100}={0,2})(?![A-Za-z0-9+/=])"
+        ),
+        r"=(?<=ccountKey=)|=(?<=AccessKey=)",
+        ("AccountKey=", "SharedAccessKey="),
+        classes=3,
+    ),
+    _Detector(
+        "Azure SAS signature",
+        # A shared access signature (URL or SharedAccessSignature=...) always has "sv=" (the
+        # service version) and signs with "sig=" (base64 HMAC, usually URL-encoded).
+        re.compile(r"(?<=[?&;])sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:=|%3[Dd]){0,2})"),
+        r"=(?<=[?&;]sig=)",
+        ("sv=",),
+        classes=3,
+    ),
+    _Detector(
+        "Telegram bot token",
+        # <bot id>:<35 base64url characters>; the secret part starts with "AA".
+        re.compile(r"(?<![0-9A-Za-z_:])[0-9]{5,12}:(?P<v>AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"),
+        r":(?<=[0-9]:)AA",
+        (":AA",),
+        classes=2,
+    ),
+    _Detector(
+        "Discord bot token",
+        # <base64 of the bot's numeric id>.<timestamp>.<HMAC>: the id's digits encode to
+        # "MT", "Nz", "OD"... and the part must decode to 17-20 digits.
+        re.compile(
+            _B + r"(?P<v>(?:M[Tjz]|N[DTjz]|O[DT])[A-Za-z0-9_-]{21,25})\.[A-Za-z0-9_-]{6,7}"
+            r"\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])"
+        ),
+        r"M[Tjz][A-Za-z0-9_-]{21,25}\.|N[DTjz][A-Za-z0-9_-]{21,25}\.|O[DT][A-Za-z0-9_-]{21,25}\.",
+        (".",),
+        classes=2,
+        valid=_is_snowflake_b64,
     ),
     _Detector(
         "JSON Web Token",
@@ -468,7 +527,9 @@ def find_secrets(text: str) -> list[str]:
             continue
         for m in det.pattern.finditer(text):
             value = m["v"] if "v" in det.pattern.groupindex else None
-            if value is None or _plausible(value, det.classes):
+            if value is None or (
+                _plausible(value, det.classes) and (det.valid is None or det.valid(value))
+            ):
                 found.add(det.name)
                 spans.append(m.span())
     if "bearer" in low:

@@ -8,6 +8,7 @@ verbatim in this file for push-protection scanners to trip on.
 
 from __future__ import annotations
 
+import base64
 import random
 import string
 
@@ -18,6 +19,7 @@ from memsync.core.secrets import SECRET_KINDS, find_secrets
 _ALNUM = string.ascii_letters + string.digits
 _B64URL = _ALNUM + "-_"
 _HEX = "0123456789abcdef"
+_B64 = _ALNUM + "+/"
 
 
 def _fake(n: int, alphabet: str = _ALNUM, seed: int = 0) -> str:
@@ -162,9 +164,27 @@ CLEAN: list[tuple[str, str]] = [
     ("timestamp", "Last synced at 2024-05-01T12:34:56.789Z from laptop-7."),
     ("session-id", "Learned in session 01HV3K9Z8Y7X6W5V4T3S2R1Q0P."),
     ("markdown-link", "See [the runbook](https://wiki.example.com/ops/runbook#rotate-keys)."),
+    # Near the Azure shapes.
+    ("azure-your-key", "AccountKey=<your key>"),
+    ("azure-dots", "Set AccountKey=... in the connection string."),
+    ("azure-caps", "Replace AccountKey=YOUR_ACCOUNT_KEY before deploying."),
+    ("azure-sas-prose", "Prefer SAS URLs (sv=...&sig=...) over account keys."),
+    ("sig-not-sas", "The CDN URL is https://cdn.example.com/a.js?v=3&sig=abc123."),
+    # Near the Telegram and Discord shapes: versions, times, ratios, dotted words.
+    ("version-time", "Released 1.2.3 at 12:30 today."),
+    ("time-seconds", "Standup moved to 09:15:00 UTC."),
+    ("ratio", "Ratio 16:9 for video and 4:3 for slides."),
+    ("bot-id", "The bot id is 123456789: ask the team for its token."),
+    ("mta", "MTA is the mail transfer agent. OTP.Codes.list is a module."),
+    ("version-dotted", "Tag v2024.05.01 and 10.0.19045.3693 are pinned."),
 ]
 
 _AWS_SECRET_BODY = _fake(40, _ALNUM + "/+", seed=1)
+_AZURE_KEY = _fake(86, _B64, seed=6) + "=="
+_SAS_SIG = _fake(43, seed=7) + "%3D"
+_TELEGRAM = "AA" + _fake(33, _B64URL, seed=8)
+_DISCORD_ID = base64.urlsafe_b64encode(b"1056345678901234567").decode().rstrip("=")
+_DISCORD = _DISCORD_ID + "." + _fake(6, _B64URL, seed=9) + "." + _fake(38, _B64URL, seed=10)
 
 SECRETS: list[tuple[str, str, str]] = [
     (
@@ -373,6 +393,39 @@ SECRETS: list[tuple[str, str, str]] = [
         "Download models with " + "hf_" + _fake(34, string.ascii_letters) + " token.",
         "Hugging Face token",
     ),
+    (
+        "azure-storage",
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey="
+        + _AZURE_KEY
+        + ";EndpointSuffix=core.windows.net",
+        "Azure access key",
+    ),
+    (
+        "azure-service-bus",
+        "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey="
+        + _fake(43, _B64, seed=11)
+        + "=",
+        "Azure access key",
+    ),
+    (
+        "azure-sas-url",
+        "Share https://acme.blob.core.windows.net/backups/db.bak?sv=2022-11-02&ss=b&srt=o&sp=r"
+        "&se=2026-01-01T00:00:00Z&spr=https&sig=" + _SAS_SIG + " with the auditor.",
+        "Azure SAS signature",
+    ),
+    (
+        "azure-sas-connection",
+        "BlobEndpoint=https://acme.blob.core.windows.net/;SharedAccessSignature=sv=2022-11-02"
+        "&ss=b&srt=sco&sp=rl&sig=" + _SAS_SIG,
+        "Azure SAS signature",
+    ),
+    (
+        "telegram",
+        "The alert bot token is 123456789:" + _TELEGRAM + " in prod.",
+        "Telegram bot token",
+    ),
+    ("telegram-10-digits", "TELEGRAM_BOT 7012345678:" + _TELEGRAM, "Telegram bot token"),
+    ("discord", "The Discord bot logs in with " + _DISCORD + " today.", "Discord bot token"),
 ]
 
 
@@ -456,3 +509,10 @@ def test_non_ascii_text_keeps_offsets() -> None:
 def test_empty_and_whitespace() -> None:
     assert find_secrets("") == []
     assert find_secrets("   \n\t") == []
+
+
+def test_discord_token_needs_a_numeric_id() -> None:
+    """Three dotted base64url parts are a Discord token only when the first decodes to an id."""
+    assert find_secrets("Token " + _DISCORD) == ["Discord bot token"]
+    not_an_id = base64.urlsafe_b64encode(b"12345678901234567x").decode().rstrip("=")
+    assert find_secrets("Token " + _DISCORD.replace(_DISCORD_ID, not_an_id)) == []
