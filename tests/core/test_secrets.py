@@ -164,6 +164,27 @@ CLEAN: list[tuple[str, str]] = [
     ("timestamp", "Last synced at 2024-05-01T12:34:56.789Z from laptop-7."),
     ("session-id", "Learned in session 01HV3K9Z8Y7X6W5V4T3S2R1Q0P."),
     ("markdown-link", "See [the runbook](https://wiki.example.com/ops/runbook#rotate-keys)."),
+    # Near the Wi-Fi shape: the value after "is" is a place, a word or the kind of key.
+    ("wifi-fridge", "the wifi password is on the fridge"),
+    ("wifi-ask", "Ask for the wifi password at the front desk."),
+    ("wifi-printed", "The wifi password is printed on the router."),
+    ("wifi-protected", "The Wi-Fi password is WPA2-protected since March."),
+    ("wifi-kind-of-key", "The wifi key is WPA2-PSK, not WEP."),
+    ("wifi-manager", "WiFi password: see 1Password."),
+    ("wifi-length", "The wifi password is 12+chars long."),
+    ("wifi-long-word", "The guest wifi password is complicated."),
+    ("wifi-masked", "The WLAN password is <redacted> in the notes."),
+    ("wifi-stars", "The wifi password is `***` in the wiki."),
+    # Near the mysql shape: "-p" alone prompts, "-P" is the port, placeholders pass.
+    ("mysql-prompt", "mysql -p prompts for it"),
+    ("dash-p-port", "use -p to set the port"),
+    ("mysql-port", "mysql -h db -P 3306 -u app -p shop"),
+    ("mysql-env", "mysql -u root -p$MYSQL_ROOT_PASSWORD app"),
+    ("mysql-angle", "mysql -u root -p<password> app"),
+    ("mysql-caps", "The docs write mysql -u USER -pPASSWORD for the login."),
+    ("mysql-not-its-option", "We use mysql here and pytest -pno:cacheprovider in CI."),
+    ("gcc-pthread", "Build with gcc -pthread main.c on Linux."),
+    ("mysql-connector", "Install mysql-connector-python -p is not needed."),
     # Near the Azure shapes.
     ("azure-your-key", "AccountKey=<your key>"),
     ("azure-dots", "Set AccountKey=... in the connection string."),
@@ -177,6 +198,17 @@ CLEAN: list[tuple[str, str]] = [
     ("bot-id", "The bot id is 123456789: ask the team for its token."),
     ("mta", "MTA is the mail transfer agent. OTP.Codes.list is a module."),
     ("version-dotted", "Tag v2024.05.01 and 10.0.19045.3693 are pinned."),
+    # Near the backtick shape: commands, references, words.
+    ("backtick-command", "run `make test` first"),
+    ("passphrase-long", "the passphrase is long"),
+    ("backtick-env", "The password is `$DB_PASSWORD` in CI."),
+    ("backtick-pass-show", "The password is `pass show db/prod` on the laptop."),
+    ("backtick-path", "The password is in `~/.pgpass` for psql."),
+    ("backtick-your", "The passphrase is `your passphrase here` in the template."),
+    ("backtick-hash", "The password hash is `bcrypt` with cost 12."),
+    ("backtick-field", "The password field is `pw` in the form."),
+    ("backtick-option", "password: `--password-stdin` reads it from a pipe."),
+    ("backtick-short", "The PIN is `1234` and the password is `x`."),
 ]
 
 _AWS_SECRET_BODY = _fake(40, _ALNUM + "/+", seed=1)
@@ -426,6 +458,40 @@ SECRETS: list[tuple[str, str, str]] = [
     ),
     ("telegram-10-digits", "TELEGRAM_BOT 7012345678:" + _TELEGRAM, "Telegram bot token"),
     ("discord", "The Discord bot logs in with " + _DISCORD + " today.", "Discord bot token"),
+    ("mysql-p", "Restore with mysql -pS3cretPw shop < dump.sql", "password on a command line"),
+    (
+        "mysql-user-root",
+        "Connect with mysql -u root -pS3cret! to the local db.",
+        "password on a command line",
+    ),
+    (
+        "mysqldump",
+        "Nightly backup runs mysqldump --single-transaction -uroot -pDb2024x shop.",
+        "password on a command line",
+    ),
+    (
+        "mysql-root-root",
+        "Run `mysql -uroot -proot app` in the container.",
+        "password on a command line",
+    ),
+    ("mysql-long-option", "mysql -u root --password=S3cret! app", "password assignment"),
+    ("wifi-is", "The wifi password is Tr0ub4dor&3 for the guest network.", "Wi-Fi password"),
+    ("wifi-colon", "Wi-Fi password: hunter2hunter2", "Wi-Fi password"),
+    ("wifi-pw", "Office wifi pw is Kitchen2024!", "Wi-Fi password"),
+    ("wifi-quoted", "The guest WiFi password is 'sunshine' this week.", "Wi-Fi password"),
+    ("wifi-for", "The password for the guest wifi is Bl4ckC0ffee.", "Wi-Fi password"),
+    ("wlan", "WLAN password: 8412-7730-1955", "Wi-Fi password"),
+    (
+        "passphrase-backticks",
+        "The passphrase is `correct horse battery staple`.",
+        "password in backticks",
+    ),
+    ("password-backticks", "The NAS admin password is `hunter22`.", "password in backticks"),
+    (
+        "password-for-backticks",
+        "Password for the NAS: `blue horse 7 battery`",
+        "password in backticks",
+    ),
 ]
 
 
@@ -509,6 +575,21 @@ def test_non_ascii_text_keeps_offsets() -> None:
 def test_empty_and_whitespace() -> None:
     assert find_secrets("") == []
     assert find_secrets("   \n\t") == []
+
+
+def test_prose_password_after_an_assignment_is_reported_once() -> None:
+    """ "wifi password=admin123" is an assignment; the Wi-Fi check does not report it again."""
+    assert find_secrets("The wifi password=admin123 still works.") == ["password assignment"]
+    assert find_secrets("password: `hunter22`") == ["password assignment"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["SECRET", "secret", "PASSWORD", "YOUR_PASSWORD", "${PW}", "$PW", '"$PW"', "***", "abc"],
+)
+def test_mysql_placeholders_are_ignored(value: str) -> None:
+    """`-p<value>` follows the placeholder rules of `password=<value>` (4 characters suffice)."""
+    assert find_secrets(f"mysql -u root -p{value} shop") == []
 
 
 def test_discord_token_needs_a_numeric_id() -> None:
