@@ -597,3 +597,33 @@ def test_discord_token_needs_a_numeric_id() -> None:
     assert find_secrets("Token " + _DISCORD) == ["Discord bot token"]
     not_an_id = base64.urlsafe_b64encode(b"12345678901234567x").decode().rstrip("=")
     assert find_secrets("Token " + _DISCORD.replace(_DISCORD_ID, not_an_id)) == []
+
+
+# genmem.py's vocabulary and sentence shape (shared/tools/genmem.py, the memory texts the
+# benchmarks use), regenerated here so the test needs nothing outside the repository.
+# fmt: off
+_GENMEM_WORDS = (
+    "the", "site", "blocks", "requests", "without", "a", "user", "agent", "prefer", "short",
+    "answers", "retry", "after", "rate", "limit", "the", "build", "needs", "python", "three",
+    "eleven", "use", "the", "staging", "bucket", "for", "uploads", "tests", "are", "flaky",
+    "on", "monday", "never", "force", "push", "to", "main", "ask", "before", "deleting",
+    "files", "the", "person", "likes", "tables", "over", "prose", "api", "keys", "rotate",
+    "every", "month", "cache", "lives", "in", "tmp",
+)
+# fmt: on
+
+
+def test_generated_memory_texts_are_clean() -> None:
+    """20,000 sentences like genmem.py's, and the same sentences with the words of the
+    clean corpus mixed in (capitals, digits, punctuation): no finding at all."""
+    rng = random.Random(1)
+    extra = sorted({w for _, text in CLEAN for w in text.split() if "`" not in w})
+    found = []
+    for i in range(20_000):
+        words = [rng.choice(_GENMEM_WORDS) for _ in range(rng.randint(8, 22))]
+        if i % 2:
+            words[rng.randrange(len(words))] = rng.choice(extra)
+        text = " ".join(words).capitalize() + "."
+        if find_secrets(text):
+            found.append(text)
+    assert found == []
