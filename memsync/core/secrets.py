@@ -2,16 +2,18 @@
 
 `find_secrets(text)` names the credential-shaped values in one entry text. It looks for the
 *shape of a value* (a provider's token prefix, a PEM header, `password=<value>`, a password
-inside a URL), never for words: "Rotate API keys every month" or "the password field is
-called pw" are ordinary memories and must pass. Precision comes before recall, because a
+inside a URL, `mysql -p<value>`, a value after "the wifi password is"), never for words:
+"Rotate API keys every month" or "the password field is called pw" are ordinary memories
+and must pass. Precision comes before recall, because a
 false alarm refuses a harmless memory while a miss is still caught by the person reviewing
 it; so a bare high-entropy string with no prefix or key name is not reported.
 
 Speed: `memsync check` runs this over every line of a file (about 3 µs for a typical
 150-character sentence). One prefilter regex, scanned for a few characters rare in prose,
-decides whether any provider pattern can match; key assignments are found from their
-`=`/`:` operator backwards; the other checks run only when a trigger word such as "bearer"
-or "://" occurs.
+decides whether any provider pattern or command-line/prose check can match; key
+assignments are found from their `=`/`:` operator backwards; the other checks run only when
+a trigger word such as "bearer" or "://" occurs ("wifi" is one substring test too: an anchor
+starting at "f" would stop the scan too often).
 
 Decisions on borderline values (pinned by tests/core/test_secrets.py):
 - A default or weak password is still a password: `password=changeme`,
@@ -27,12 +29,31 @@ Decisions on borderline values (pinned by tests/core/test_secrets.py):
   name themselves (`secret=mysecret`), and word-only values of non-password keys
   (`AccessToken=minutes`): a password can be a word, a token cannot.
 - Provider-shaped keys are reported even when they are documentation samples
-  (AWS's published sample key id): the shape is what the person should not paste.
+  (AWS's published sample key id): the shape is what the person should not paste. Shapes
+  are checked as far as cheaply possible: a Telegram token's secret starts with "AA"; a
+  Discord token's first part must decode to a 17-20 digit account id; an Azure SAS
+  signature counts only beside its "sv=" version.
+- `mysql -p<value>` (and mysqldump, mariadb...) has no prose reading, so 4 characters
+  suffice (`-proot`); placeholders follow the rules above (`-pPASSWORD`, `-psecret`,
+  `-p$PW` pass, as `password=secret` does). Only options may stand between the command and
+  `-p`, so "mysql ... and pytest -pno:cacheprovider" is not one command. `--password=` is a
+  password assignment.
+- A value after "the wifi password is" / "Wi-Fi password:" is reported when quoted (6+
+  characters) or when it is a bare 8+ character token with digits or symbols that is not
+  a word or a phrase: "on the fridge", "printed", "WPA2-protected", "12+chars" and the kind
+  of key ("WPA2-PSK") pass.
+- A passphrase may be several words, so a backticked value after "password/passphrase
+  is" or ":" is reported when it is 6+ characters and no placeholder, option or command
+  ("`pass show db/prod`", "`--password-stdin`", "`$DB_PASSWORD`"). A value reported as an
+  assignment ("password: `hunter22`") is not reported again by these prose checks.
 """
 
 from __future__ import annotations
 
+import binascii
 import re
+from base64 import urlsafe_b64decode
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["SECRET_KINDS", "find_secrets"]
@@ -42,6 +63,9 @@ _BASIC = "basic auth header"
 _URL_CRED = "password in URL"
 _PW_ASSIGN = "password assignment"
 _KEY_ASSIGN = "secret assignment"
+_CLI_PW = "password on a command line"
+_WIFI = "Wi-Fi password"
+_BACKTICK_PW = "password in backticks"
 
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
@@ -71,20 +95,33 @@ class _Detector:
     """One value shape. Its `pattern` runs only if the shared prefilter matched and one of
     its `triggers` occurs in the text (in `text.lower()` when `folded`). A match counts when
     its group "v" (if any) has at least `classes` character classes and 5 distinct
-    characters, which drops documentation fillers like `ghp_xxxx...`."""
+    characters, which drops documentation fillers like `ghp_xxxx...`, and `valid(v)` (if
+    set) holds."""
 
     name: str
     pattern: re.Pattern[str]
     anchor: str
     """A regex matching wherever `pattern` can. Each of its branches starts with a literal
     character rare in prose ("_", "-", "J", ...) and checks the rest with a look-behind;
-    all anchors form one `_PREFILTER`, which the regex engine scans for those first
-    characters only: it rejects a typical sentence in about 1 µs, where the substring
+    all anchors and `_PROSE_ANCHORS` form one `_PREFILTER`, which the regex engine scans
+    for those first characters only: it rejects a typical sentence in about 1 µs, where
+    the substring
     tests of all triggers take 3 µs. (A branch starting with a class such as "[-_]" or a
     group turns that scan off and costs 10x.)"""
     triggers: tuple[str, ...]
     folded: bool = False
     classes: int = 1
+    valid: Callable[[str], bool] | None = None
+
+
+def _is_snowflake_b64(value: str) -> bool:
+    """Given the first part of a Discord token, return True when it is base64 of a
+    17-20 digit snowflake id (the account id), as every Discord bot token's is."""
+    try:
+        raw = urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
+        return False
+    return 17 <= len(raw) <= 20 and raw.isdigit()
 
 
 _B = r"(?<![A-Za-z0-9_])"  # a left edge that, unlike \b, also refuses "_" ("my_ghp_...")
@@ -213,6 +250,47 @@ _DETECTORS = (
         classes=2,
     ),
     _Detector(
+        "Azure access key",
+        # Storage, Service Bus and Event Hubs connection strings: AccountKey=<88 base64>,
+        # SharedAccessKey=<44 base64>. "AccountKey=<your key>" has no base64 to match.
+        re.compile(
+            r"(?:AccountKey|SharedAccessKey)=(?P<v>[A-Za-z0-9+/]{30,100}={0,2})(?![A-Za-z0-9+/=])"
+        ),
+        r"=(?<=ccountKey=)|=(?<=AccessKey=)",
+        ("AccountKey=", "SharedAccessKey="),
+        classes=3,
+    ),
+    _Detector(
+        "Azure SAS signature",
+        # A shared access signature (URL or SharedAccessSignature=...) always has "sv=" (the
+        # service version) and signs with "sig=" (base64 HMAC, usually URL-encoded).
+        re.compile(r"(?<=[?&;])sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:=|%3[Dd]){0,2})"),
+        r"=(?<=[?&;]sig=)",
+        ("sv=",),
+        classes=3,
+    ),
+    _Detector(
+        "Telegram bot token",
+        # <bot id>:<35 base64url characters>; the secret part starts with "AA".
+        re.compile(r"(?<![0-9A-Za-z_:])[0-9]{5,12}:(?P<v>AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"),
+        r":(?<=[0-9]:)AA",
+        (":AA",),
+        classes=2,
+    ),
+    _Detector(
+        "Discord bot token",
+        # <base64 of the bot's numeric id>.<timestamp>.<HMAC>: the id's digits encode to
+        # "MT", "Nz", "OD"... and the part must decode to 17-20 digits.
+        re.compile(
+            _B + r"(?P<v>(?:M[Tjz]|N[DTjz]|O[DT])[A-Za-z0-9_-]{21,25})\.[A-Za-z0-9_-]{6,7}"
+            r"\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])"
+        ),
+        r"M[Tjz][A-Za-z0-9_-]{21,25}\.|N[DTjz][A-Za-z0-9_-]{21,25}\.|O[DT][A-Za-z0-9_-]{21,25}\.",
+        (".",),
+        classes=2,
+        valid=_is_snowflake_b64,
+    ),
+    _Detector(
         "JSON Web Token",
         # The header and payload are base64url JSON objects, so both start with "eyJ" ('{"').
         re.compile(_B + r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.(?:[A-Za-z0-9_-]{10,})?"),
@@ -222,9 +300,31 @@ _DETECTORS = (
 )
 
 
-_PREFILTER = re.compile("|".join(d.anchor for d in _DETECTORS))
+# Anchors of the prose and command-line checks further down: "mysql -pS3cret", "Wi-Fi",
+# "WLAN", and a backtick right after "is", "was", ":" or "=" (the passphrase detector's
+# operators). "wifi"/"WiFi" is one substring test instead: a branch starting at its rarest
+# letter, "f", stops the scan too often and costs more.
+_PROSE_ANCHORS = (
+    r"-(?<=\s-)p\S",
+    r"-(?<=[Ww][Ii]-)[Ff][Ii]",
+    r"L(?<=[Ww]L)AN",
+    r"`(?<=[sS:=][ \t]`)",
+    r"`(?<=[:=]`)",
+    r"`(?<=[ \t][ \t]`)",
+)
+_PREFILTER = re.compile("|".join((*(d.anchor for d in _DETECTORS), *_PROSE_ANCHORS)))
 
-SECRET_KINDS = (*(d.name for d in _DETECTORS), _BEARER, _BASIC, _URL_CRED, _PW_ASSIGN, _KEY_ASSIGN)
+SECRET_KINDS = (
+    *(d.name for d in _DETECTORS),
+    _BEARER,
+    _BASIC,
+    _URL_CRED,
+    _PW_ASSIGN,
+    _KEY_ASSIGN,
+    _CLI_PW,
+    _WIFI,
+    _BACKTICK_PW,
+)
 """Every name `find_secrets` can return, in the order it returns them."""
 _ORDER = {name: i for i, name in enumerate(SECRET_KINDS)}
 
@@ -403,7 +503,7 @@ def _assignments(text: str, low: str, spans: list[tuple[int, int]], found: set[s
         password = key_name in _PW_NAMES
         name = _PW_ASSIGN if password else _KEY_ASSIGN
         v = _ASSIGNMENT_VALUE_RE.match(text, op.end())
-        if name in found or v is None:
+        if v is None:
             continue
         quoted = next((q for q in (v["dq"], v["sq"], v["bq"]) if q is not None), None)
         value = quoted if quoted is not None else v["bare"].rstrip(_TRAILING)
@@ -416,6 +516,109 @@ def _assignments(text: str, low: str, spans: list[tuple[int, int]], found: set[s
         if _overlaps(start, v.end(), spans):
             continue
         found.add(name)
+        spans.append((start, v.end()))  # the prose checks below must not report it again
+
+
+# --- Passwords in commands and prose, found after the assignments ---------------------------
+
+# `mysql -u root -pS3cret`: the password is glued to "-p" ("-p" alone prompts for it, "-P" is
+# the port). Only options may stand between the command and "-p" (each short one with at most
+# one argument), so "mysql ... and pytest -pno:cacheprovider" is not read as one command.
+_ARG = r"[^\s;|&`<>]"
+_MYSQL_PW_RE = re.compile(
+    r"(?<![\w.-])(?:mysql(?:dump|admin|import|check|show|pump|binlog|slap)?"
+    r"|mariadb(?:-?dump|-?admin)?)"
+    r"(?:[ \t]+(?:-[A-Za-oq-z]" + _ARG + r"*(?:[ \t]+[^\s;|&`<>-]" + _ARG + r"*)?"
+    r"|--[A-Za-z][\w-]*(?:=" + _ARG + r"*)?))*?"
+    r"[ \t]+-p(?:\"(?P<dq>[^\"\s]+)\"|'(?P<sq>[^'\s]+)'|(?P<bare>" + _ARG + r"+))"
+)
+# "the wifi password is Tr0ub4dor&3", "Wi-Fi password: hunter2hunter2", "wifi pw is ...",
+# "the password for the guest wifi is ...". Runs on `text.lower()`.
+_IS_OPERATOR = r"(?:[ \t]+(?:is|was)(?:[ \t]*:)?|[ \t]*[:=])[ \t]*"
+_WIFI_RE = re.compile(
+    r"(?:(?:wi-?fi|wlan)(?:[ \t]+(?:network|guest|router))?[ \t]+"
+    r"(?:password|passwd|passphrase|pass|pwd|pw|key)"
+    r"|(?:password|passphrase|pw)[ \t]+(?:for|of)[ \t]+(?:(?:the|our|my)[ \t]+)?(?:guest[ \t]+)?"
+    r"(?:wi-?fi|wlan)(?:[ \t]+network)?)" + _IS_OPERATOR
+)
+_PROSE_VALUE_RE = re.compile(
+    r"\"(?P<dq>[^\"\s]+)\"|'(?P<sq>[^'\s]+)'|`(?P<bq>[^`\n]+)`|(?P<bare>[^\s\"'`]+)"
+)
+# "the passphrase is `correct horse battery staple`", "password for the NAS: `hunter22`".
+# Runs on `text.lower()`; the value is read from `text` after the opening backtick.
+_BACKTICK_PW_RE = re.compile(
+    r"(?:password|passwd|passphrase|pass[ \t]+phrase|pwd|pw)"
+    r"(?:[ \t]+for[ \t]+[^\s`]+(?:[ \t]+[^\s`]+){0,3}?)?" + _IS_OPERATOR + "`"
+)
+_BACKTICK_VALUE_RE = re.compile(r"[^`\n]+(?=`)")
+# A command in backticks fetches the password rather than being it ("`pass show db`").
+# fmt: off
+_SECRET_COMMANDS = frozenset((
+    "pass", "gopass", "op", "bw", "lpass", "security", "secret-tool", "keyring", "vault",
+    "aws", "gcloud", "az", "kubectl", "cat", "echo", "sops", "age", "gpg", "openssl",
+))
+# fmt: on
+
+
+_COUNT_WORD = re.compile(r"[0-9]+[^A-Za-z0-9]*[a-z]+\Z")
+_WIFI_TERMS = frozenset(("wpa", "wpa2", "wpa3", "wep", "psk", "sae", "wps", "tkip", "aes", "ccmp"))
+
+
+def _prose_password(value: str, quoted: bool) -> bool:
+    """Given the value written after "the wifi password is", return True when it reads as a
+    password: quoted (6+ characters), or a bare 8+ character token that is not a word
+    ("on the fridge", "printed", "WPA2-protected") but has digits or symbols."""
+    if len(value) < (6 if quoted else 8) or _is_placeholder(value):
+        return False
+    if quoted:
+        return True
+    if value.isalpha() or len(set(value)) < 5 or _COUNT_WORD.match(value):
+        return False  # a word, or "10+chars", "12-characters"
+    parts = _SPLIT_PARTS.split(value.lower())
+    if any(p in _WIFI_TERMS for p in parts):
+        return False  # "WPA2-PSK", "WPA3-only": the kind of key, not the key
+    return not any(len(p) >= 4 and p.isalpha() for p in _SPLIT_PARTS.split(value) if p.islower())
+
+
+def _mysql_password(text: str, spans: list[tuple[int, int]], found: set[str]) -> None:
+    """Add "password on a command line" for `mysql ... -p<value>` (and mysqldump, mariadb...)."""
+    for m in _MYSQL_PW_RE.finditer(text):
+        value = m["dq"] or m["sq"] or m["bare"].rstrip(_TRAILING)
+        # No prose reading of "-p<value>" exists, so 4 characters suffice ("-proot").
+        if len(value) >= 4 and not _is_placeholder(value) and not _overlaps(*m.span(), spans):
+            found.add(_CLI_PW)
+            spans.append(m.span())
+
+
+def _wifi_password(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
+    """Add "Wi-Fi password" for "the wifi password is <value>" when the value reads as one."""
+    for m in _WIFI_RE.finditer(low):
+        v = _PROSE_VALUE_RE.match(text, m.end())
+        if v is None or _overlaps(m.start(), v.end(), spans):
+            continue
+        quoted = v["dq"] or v["sq"] or v["bq"]
+        value = quoted.strip() if quoted else v["bare"].rstrip(_TRAILING)
+        if value and _prose_password(value, bool(quoted)):
+            found.add(_WIFI)
+            spans.append((m.start(), v.end()))
+
+
+def _backtick_password(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
+    """Add "password in backticks" for "the passphrase is `correct horse battery staple`"."""
+    for m in _BACKTICK_PW_RE.finditer(low):
+        v = _BACKTICK_VALUE_RE.match(text, m.end())
+        if v is None or _overlaps(m.start(), v.end(), spans):
+            continue
+        value = v[0].strip()
+        if len(value) < 6 or value[0] == "-" or _is_placeholder(value):
+            continue  # short, an option ("--password-stdin"), a placeholder
+        words = value.split()
+        if words[0] in _SECRET_COMMANDS:
+            continue  # "`pass show db/prod`" fetches the password
+        if len(words) > 1 and ("/" in value or "=" in value or " -" in value):
+            continue  # a command line, not a passphrase
+        found.add(_BACKTICK_PW)
+        spans.append((m.start(), v.end()))
 
 
 def _bearer(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
@@ -440,7 +643,8 @@ def find_secrets(text: str) -> list[str]:
 
     Implements the spec rule "never store secrets, passwords or tokens in a memory file" for
     one entry text. Detection is by value shape (provider prefixes, PEM headers,
-    `key=value` assignments, passwords in URLs); mentioning a credential in words is fine.
+    `key=value` assignments, passwords in URLs and on mysql command lines, a Wi-Fi password
+    or a backticked passphrase given in prose); mentioning a credential in words is fine.
 
     Args:
         text: the entry text (any string; typically one sentence).
@@ -461,14 +665,17 @@ def find_secrets(text: str) -> list[str]:
         low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
     found: set[str] = set()
     spans: list[tuple[int, int]] = []
-    detectors = _DETECTORS if _PREFILTER.search(text) else ()
+    anchored = _PREFILTER.search(text) is not None
+    detectors = _DETECTORS if anchored else ()
     for det in detectors:
         haystack = low if det.folded else text
         if not any(t in haystack for t in det.triggers):
             continue
         for m in det.pattern.finditer(text):
             value = m["v"] if "v" in det.pattern.groupindex else None
-            if value is None or _plausible(value, det.classes):
+            if value is None or (
+                _plausible(value, det.classes) and (det.valid is None or det.valid(value))
+            ):
                 found.add(det.name)
                 spans.append(m.span())
     if "bearer" in low:
@@ -487,4 +694,13 @@ def find_secrets(text: str) -> list[str]:
                 spans.append(m.span())
     if "=" in text or ":" in text:
         _assignments(text, low, spans, found)
+    if anchored or "wifi" in low:
+        # Prose and command-line passwords come last: an assignment they overlap is
+        # reported once, as the assignment.
+        if "-p" in text and ("mysql" in text or "mariadb" in text):
+            _mysql_password(text, spans, found)
+        if "wifi" in low or "wi-fi" in low or "wlan" in low:
+            _wifi_password(text, low, spans, found)
+        if "`" in text and ("pass" in low or "pw" in low):
+            _backtick_password(text, low, spans, found)
     return sorted(found, key=_ORDER.__getitem__)

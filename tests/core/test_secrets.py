@@ -8,6 +8,7 @@ verbatim in this file for push-protection scanners to trip on.
 
 from __future__ import annotations
 
+import base64
 import random
 import string
 
@@ -18,6 +19,7 @@ from memsync.core.secrets import SECRET_KINDS, find_secrets
 _ALNUM = string.ascii_letters + string.digits
 _B64URL = _ALNUM + "-_"
 _HEX = "0123456789abcdef"
+_B64 = _ALNUM + "+/"
 
 
 def _fake(n: int, alphabet: str = _ALNUM, seed: int = 0) -> str:
@@ -162,9 +164,59 @@ CLEAN: list[tuple[str, str]] = [
     ("timestamp", "Last synced at 2024-05-01T12:34:56.789Z from laptop-7."),
     ("session-id", "Learned in session 01HV3K9Z8Y7X6W5V4T3S2R1Q0P."),
     ("markdown-link", "See [the runbook](https://wiki.example.com/ops/runbook#rotate-keys)."),
+    # Near the Wi-Fi shape: the value after "is" is a place, a word or the kind of key.
+    ("wifi-fridge", "the wifi password is on the fridge"),
+    ("wifi-ask", "Ask for the wifi password at the front desk."),
+    ("wifi-printed", "The wifi password is printed on the router."),
+    ("wifi-protected", "The Wi-Fi password is WPA2-protected since March."),
+    ("wifi-kind-of-key", "The wifi key is WPA2-PSK, not WEP."),
+    ("wifi-manager", "WiFi password: see 1Password."),
+    ("wifi-length", "The wifi password is 12+chars long."),
+    ("wifi-long-word", "The guest wifi password is complicated."),
+    ("wifi-masked", "The WLAN password is <redacted> in the notes."),
+    ("wifi-stars", "The wifi password is `***` in the wiki."),
+    # Near the mysql shape: "-p" alone prompts, "-P" is the port, placeholders pass.
+    ("mysql-prompt", "mysql -p prompts for it"),
+    ("dash-p-port", "use -p to set the port"),
+    ("mysql-port", "mysql -h db -P 3306 -u app -p shop"),
+    ("mysql-env", "mysql -u root -p$MYSQL_ROOT_PASSWORD app"),
+    ("mysql-angle", "mysql -u root -p<password> app"),
+    ("mysql-caps", "The docs write mysql -u USER -pPASSWORD for the login."),
+    ("mysql-not-its-option", "We use mysql here and pytest -pno:cacheprovider in CI."),
+    ("gcc-pthread", "Build with gcc -pthread main.c on Linux."),
+    ("mysql-connector", "Install mysql-connector-python -p is not needed."),
+    # Near the Azure shapes.
+    ("azure-your-key", "AccountKey=<your key>"),
+    ("azure-dots", "Set AccountKey=... in the connection string."),
+    ("azure-caps", "Replace AccountKey=YOUR_ACCOUNT_KEY before deploying."),
+    ("azure-sas-prose", "Prefer SAS URLs (sv=...&sig=...) over account keys."),
+    ("sig-not-sas", "The CDN URL is https://cdn.example.com/a.js?v=3&sig=abc123."),
+    # Near the Telegram and Discord shapes: versions, times, ratios, dotted words.
+    ("version-time", "Released 1.2.3 at 12:30 today."),
+    ("time-seconds", "Standup moved to 09:15:00 UTC."),
+    ("ratio", "Ratio 16:9 for video and 4:3 for slides."),
+    ("bot-id", "The bot id is 123456789: ask the team for its token."),
+    ("mta", "MTA is the mail transfer agent. OTP.Codes.list is a module."),
+    ("version-dotted", "Tag v2024.05.01 and 10.0.19045.3693 are pinned."),
+    # Near the backtick shape: commands, references, words.
+    ("backtick-command", "run `make test` first"),
+    ("passphrase-long", "the passphrase is long"),
+    ("backtick-env", "The password is `$DB_PASSWORD` in CI."),
+    ("backtick-pass-show", "The password is `pass show db/prod` on the laptop."),
+    ("backtick-path", "The password is in `~/.pgpass` for psql."),
+    ("backtick-your", "The passphrase is `your passphrase here` in the template."),
+    ("backtick-hash", "The password hash is `bcrypt` with cost 12."),
+    ("backtick-field", "The password field is `pw` in the form."),
+    ("backtick-option", "password: `--password-stdin` reads it from a pipe."),
+    ("backtick-short", "The PIN is `1234` and the password is `x`."),
 ]
 
 _AWS_SECRET_BODY = _fake(40, _ALNUM + "/+", seed=1)
+_AZURE_KEY = _fake(86, _B64, seed=6) + "=="
+_SAS_SIG = _fake(43, seed=7) + "%3D"
+_TELEGRAM = "AA" + _fake(33, _B64URL, seed=8)
+_DISCORD_ID = base64.urlsafe_b64encode(b"1056345678901234567").decode().rstrip("=")
+_DISCORD = _DISCORD_ID + "." + _fake(6, _B64URL, seed=9) + "." + _fake(38, _B64URL, seed=10)
 
 SECRETS: list[tuple[str, str, str]] = [
     (
@@ -373,6 +425,73 @@ SECRETS: list[tuple[str, str, str]] = [
         "Download models with " + "hf_" + _fake(34, string.ascii_letters) + " token.",
         "Hugging Face token",
     ),
+    (
+        "azure-storage",
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey="
+        + _AZURE_KEY
+        + ";EndpointSuffix=core.windows.net",
+        "Azure access key",
+    ),
+    (
+        "azure-service-bus",
+        "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey="
+        + _fake(43, _B64, seed=11)
+        + "=",
+        "Azure access key",
+    ),
+    (
+        "azure-sas-url",
+        "Share https://acme.blob.core.windows.net/backups/db.bak?sv=2022-11-02&ss=b&srt=o&sp=r"
+        "&se=2026-01-01T00:00:00Z&spr=https&sig=" + _SAS_SIG + " with the auditor.",
+        "Azure SAS signature",
+    ),
+    (
+        "azure-sas-connection",
+        "BlobEndpoint=https://acme.blob.core.windows.net/;SharedAccessSignature=sv=2022-11-02"
+        "&ss=b&srt=sco&sp=rl&sig=" + _SAS_SIG,
+        "Azure SAS signature",
+    ),
+    (
+        "telegram",
+        "The alert bot token is 123456789:" + _TELEGRAM + " in prod.",
+        "Telegram bot token",
+    ),
+    ("telegram-10-digits", "TELEGRAM_BOT 7012345678:" + _TELEGRAM, "Telegram bot token"),
+    ("discord", "The Discord bot logs in with " + _DISCORD + " today.", "Discord bot token"),
+    ("mysql-p", "Restore with mysql -pS3cretPw shop < dump.sql", "password on a command line"),
+    (
+        "mysql-user-root",
+        "Connect with mysql -u root -pS3cret! to the local db.",
+        "password on a command line",
+    ),
+    (
+        "mysqldump",
+        "Nightly backup runs mysqldump --single-transaction -uroot -pDb2024x shop.",
+        "password on a command line",
+    ),
+    (
+        "mysql-root-root",
+        "Run `mysql -uroot -proot app` in the container.",
+        "password on a command line",
+    ),
+    ("mysql-long-option", "mysql -u root --password=S3cret! app", "password assignment"),
+    ("wifi-is", "The wifi password is Tr0ub4dor&3 for the guest network.", "Wi-Fi password"),
+    ("wifi-colon", "Wi-Fi password: hunter2hunter2", "Wi-Fi password"),
+    ("wifi-pw", "Office wifi pw is Kitchen2024!", "Wi-Fi password"),
+    ("wifi-quoted", "The guest WiFi password is 'sunshine' this week.", "Wi-Fi password"),
+    ("wifi-for", "The password for the guest wifi is Bl4ckC0ffee.", "Wi-Fi password"),
+    ("wlan", "WLAN password: 8412-7730-1955", "Wi-Fi password"),
+    (
+        "passphrase-backticks",
+        "The passphrase is `correct horse battery staple`.",
+        "password in backticks",
+    ),
+    ("password-backticks", "The NAS admin password is `hunter22`.", "password in backticks"),
+    (
+        "password-for-backticks",
+        "Password for the NAS: `blue horse 7 battery`",
+        "password in backticks",
+    ),
 ]
 
 
@@ -456,3 +575,55 @@ def test_non_ascii_text_keeps_offsets() -> None:
 def test_empty_and_whitespace() -> None:
     assert find_secrets("") == []
     assert find_secrets("   \n\t") == []
+
+
+def test_prose_password_after_an_assignment_is_reported_once() -> None:
+    """ "wifi password=admin123" is an assignment; the Wi-Fi check does not report it again."""
+    assert find_secrets("The wifi password=admin123 still works.") == ["password assignment"]
+    assert find_secrets("password: `hunter22`") == ["password assignment"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["SECRET", "secret", "PASSWORD", "YOUR_PASSWORD", "${PW}", "$PW", '"$PW"', "***", "abc"],
+)
+def test_mysql_placeholders_are_ignored(value: str) -> None:
+    """`-p<value>` follows the placeholder rules of `password=<value>` (4 characters suffice)."""
+    assert find_secrets(f"mysql -u root -p{value} shop") == []
+
+
+def test_discord_token_needs_a_numeric_id() -> None:
+    """Three dotted base64url parts are a Discord token only when the first decodes to an id."""
+    assert find_secrets("Token " + _DISCORD) == ["Discord bot token"]
+    not_an_id = base64.urlsafe_b64encode(b"12345678901234567x").decode().rstrip("=")
+    assert find_secrets("Token " + _DISCORD.replace(_DISCORD_ID, not_an_id)) == []
+
+
+# genmem.py's vocabulary and sentence shape (shared/tools/genmem.py, the memory texts the
+# benchmarks use), regenerated here so the test needs nothing outside the repository.
+# fmt: off
+_GENMEM_WORDS = (
+    "the", "site", "blocks", "requests", "without", "a", "user", "agent", "prefer", "short",
+    "answers", "retry", "after", "rate", "limit", "the", "build", "needs", "python", "three",
+    "eleven", "use", "the", "staging", "bucket", "for", "uploads", "tests", "are", "flaky",
+    "on", "monday", "never", "force", "push", "to", "main", "ask", "before", "deleting",
+    "files", "the", "person", "likes", "tables", "over", "prose", "api", "keys", "rotate",
+    "every", "month", "cache", "lives", "in", "tmp",
+)
+# fmt: on
+
+
+def test_generated_memory_texts_are_clean() -> None:
+    """20,000 sentences like genmem.py's, and the same sentences with the words of the
+    clean corpus mixed in (capitals, digits, punctuation): no finding at all."""
+    rng = random.Random(1)
+    extra = sorted({w for _, text in CLEAN for w in text.split() if "`" not in w})
+    found = []
+    for i in range(20_000):
+        words = [rng.choice(_GENMEM_WORDS) for _ in range(rng.randint(8, 22))]
+        if i % 2:
+            words[rng.randrange(len(words))] = rng.choice(extra)
+        text = " ".join(words).capitalize() + "."
+        if find_secrets(text):
+            found.append(text)
+    assert found == []
