@@ -18,7 +18,8 @@ from memsync.errors import (
     TransportTimeout,
     UnsupportedFormat,
 )
-from memsync.memfile import CheckReport, Memory, MemoryView
+from memsync.local.memory import Memory
+from memsync.local.reading import CheckReport, MemoryView
 from memsync.models import Entry, Tombstone
 
 __version__ = "0.1.0"

@@ -28,14 +28,16 @@ from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS, Record
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
-from memsync.hub import retired, set_retired
-from memsync.hubcompact import acknowledged_for
-from memsync.memfile import Memory, check_files, no_gc, now_us, prompt_of, view_of
-from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
+from memsync.hub.compaction import acknowledged_for
+from memsync.hub.state import resolve_replica
+from memsync.hub.sync import sync_config
+from memsync.hub.watermarks import retired, set_retired
+from memsync.local.fresh import now_us
+from memsync.local.memory import Memory
+from memsync.local.merge import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
+from memsync.local.reading import check_files, no_gc, prompt_of, view_of
 from memsync.status import daemon_running, evaluate, read_status
 from memsync.status import to_json as status_json
-from memsync.sync import sync_config
-from memsync.syncstate import resolve_replica
 
 __all__ = ["main"]
 
@@ -281,7 +283,7 @@ def _acknowledgement(path: Path, config_path: Path | None) -> Callable[[Record],
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from memsync.compaction import compact_file, rejected_path
+    from memsync.local.compaction import compact_file, rejected_path
 
     [path] = _existing([args.file])
     result = compact_file(

@@ -29,14 +29,22 @@ from filelock import FileLock
 from filelock import Timeout as _LockTimeout
 
 from memsync import _systemd
-from memsync.compaction import compact_file
 from memsync.config import Config, RemoteConfig, load_config
 from memsync.core.lines import Invalid, classify
 from memsync.core.timestamps import SECOND
 from memsync.errors import MemsyncError, NotQuiet
-from memsync.hub import retired
-from memsync.hubcompact import acknowledged_for, compact_own_hub_file
-from memsync.memfile import Memory, now_us
+from memsync.hub.compaction import acknowledged_for, compact_own_hub_file
+from memsync.hub.state import resolve_replica
+from memsync.hub.sync import (
+    open_remote,
+    sync_once,
+)
+from memsync.hub.transports import Transport
+from memsync.hub.watermarks import retired
+from memsync.local.compaction import compact_file
+from memsync.local.fresh import now_us
+from memsync.local.memory import Memory
+from memsync.local.storage import read_chunks
 from memsync.status import (
     DaemonStatus,
     MemoryStatus,
@@ -45,13 +53,6 @@ from memsync.status import (
     write_pid,
     write_status,
 )
-from memsync.storage import read_chunks
-from memsync.sync import (
-    open_remote,
-    sync_once,
-)
-from memsync.syncstate import resolve_replica
-from memsync.transports import Transport
 
 __all__ = ["Daemon", "DaemonAlreadyRunning"]
 

@@ -18,7 +18,7 @@ from filelock import Timeout as _LockTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsync.core.timestamps import SECOND
-from memsync.storage import atomic_replace
+from memsync.local.storage import atomic_replace
 
 __all__ = [
     "FAILING_TOO_LONG",

@@ -17,7 +17,7 @@ from memsync.cli import main
 from memsync.core.lines import classify, split_complete
 from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
-from memsync.memfile import view_of
+from memsync.local.reading import view_of
 
 NOW = "2026-12-01T00:00:00Z"
 HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-01T00:00:00Z"}'

@@ -24,9 +24,10 @@ from memsync.core.lines import Header, classify, split_complete
 from memsync.core.merge import plan_merge
 from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
-from memsync.index import FileIndex
-from memsync.memfile import Memory, view_of
-from memsync.merging import apply_merge, index_path, plan_file_merge
+from memsync.local.fileindex import FileIndex
+from memsync.local.memory import Memory
+from memsync.local.merge import apply_merge, index_path, plan_file_merge
+from memsync.local.reading import view_of
 
 NOW = "2026-12-01T00:00:00Z"
 _NOW_US = parse_ts(NOW)

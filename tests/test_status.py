@@ -13,7 +13,7 @@ import pytest
 from filelock import FileLock
 
 from memsync.core.timestamps import SECOND
-from memsync.memfile import now_us
+from memsync.local.fresh import now_us
 from memsync.status import (
     FAILING_TOO_LONG,
     STALE_AFTER,

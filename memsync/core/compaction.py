@@ -1,6 +1,6 @@
 """Compaction planning (SEMANTICS rule 15): which lines a rewritten file must keep.
 
-Pure: records in, a `CompactionPlan` out; the shell (`memsync.compaction`) reads the file
+Pure: records in, a `CompactionPlan` out; the shell (`memsync.local.compaction`) reads the file
 and writes the result. Two passes over the file, so that memory stays that of one `Index`:
 `Survey.fold` takes every line once (pass 1), `plan_compaction` decides, and
 `CompactionPlan.account` takes every line again (pass 2) only to count what is dropped and

@@ -25,6 +25,7 @@ from typing import Protocol
 
 import xxhash
 
+from memsync.core.clock import MAX_FUTURE
 from memsync.core.lines import BadLine, Invalid, classify
 from memsync.core.records import Record, canonical
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
@@ -44,7 +45,7 @@ __all__ = [
     "supersession_targets",
 ]
 
-DEFAULT_MAX_FUTURE = 24 * 3600 * 1_000_000
+DEFAULT_MAX_FUTURE = MAX_FUTURE
 """Records dated more than this (microseconds) ahead of `now` are held, not merged yet."""
 
 
@@ -121,7 +122,7 @@ class Incoming:
 
 class DigestSet(Protocol):
     """What a merge asks of the destination's line digests: which of these it holds.
-    A `set[int]` is one; so is the persistent `memsync.index.FileIndex`."""
+    A `set[int]` is one; so is the persistent `memsync.local.fileindex.FileIndex`."""
 
     def intersection(self, digests: list[int], /) -> Collection[int]: ...
 

@@ -28,13 +28,13 @@ from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import MS, SECOND, format_ts, from_datetime
 from memsync.core.view import Index, View, build_view
 from memsync.errors import InvalidRecord, MemsyncError, SecretRefused
-from memsync.lock import DEFAULT_TIMEOUT, file_lock
+from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
+from memsync.local.netfs import warn_if_network_fs
+from memsync.local.storage import append_bytes, read_chunks, read_from, read_tail
 from memsync.models import Entry, Tombstone, to_model
-from memsync.netfs import warn_if_network_fs
-from memsync.storage import append_bytes, read_chunks, read_from, read_tail
 
 if TYPE_CHECKING:
-    from memsync.compaction import CompactionResult
+    from memsync.local.compaction import CompactionResult
 
 __all__ = [
     "FUTURE_TOLERANCE",
@@ -415,8 +415,8 @@ class Memory:
         grace_seconds: float = 5.0,
     ) -> CompactionResult:
         """Rewrite the file with only what its view needs (rules 15 and 16); see
-        `memsync.compaction.compact_file`. Raises NotQuiet when the file is busy."""
-        from memsync.compaction import compact_file  # it imports this module
+        `memsync.local.compaction.compact_file`. Raises NotQuiet when the file is busy."""
+        from memsync.local.compaction import compact_file  # it imports this module
 
         return compact_file(
             self.path,

@@ -22,7 +22,7 @@ from typing import Any
 
 from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
-from memsync.storage import atomic_replace
+from memsync.local.storage import atomic_replace
 
 __all__ = [
     "WATERMARK_SUFFIX",

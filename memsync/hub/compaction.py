@@ -10,12 +10,12 @@ from pathlib import Path
 
 from memsync.core.compaction import compact_lines
 from memsync.core.records import Record
-from memsync.hub import acknowledgement, covered_snapshot, marks_of, retired, snapshot_of
-from memsync.index import DigestStore
-from memsync.memfile import header_line, now_us
-from memsync.sync import HUB_TAIL_BYTES, READ_BYTES, b64, complete_lines
-from memsync.syncstate import SyncState, hub_store_path, pass_lock, state_path
-from memsync.transports import Transport
+from memsync.hub.state import SyncState, hub_store_path, pass_lock, state_path
+from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64, complete_lines
+from memsync.hub.transports import Transport
+from memsync.hub.watermarks import acknowledgement, covered_snapshot, marks_of, retired, snapshot_of
+from memsync.local.fileindex import DigestStore
+from memsync.local.fresh import header_line, now_us
 
 __all__ = ["acknowledged_for", "compact_own_hub_file"]
 

@@ -39,18 +39,7 @@ from memsync.core.merge import line_digest
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError, ReplicaClash, TransportError
-from memsync.hub import (
-    WATERMARK_SUFFIX,
-    covers,
-    marks_of,
-    parse_watermarks,
-    snapshot_of,
-)
-from memsync.index import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
-from memsync.memfile import Memory, header_line, now_us
-from memsync.merging import index_path, merge_chunks
-from memsync.storage import read_chunks
-from memsync.syncstate import (
+from memsync.hub.state import (
     SNAPSHOTS,
     PeerState,
     SyncState,
@@ -59,7 +48,19 @@ from memsync.syncstate import (
     resolve_replica,
     state_path,
 )
-from memsync.transports import RemoteFile, Transport, open_transport
+from memsync.hub.transports import RemoteFile, Transport, open_transport
+from memsync.hub.watermarks import (
+    WATERMARK_SUFFIX,
+    covers,
+    marks_of,
+    parse_watermarks,
+    snapshot_of,
+)
+from memsync.local.fileindex import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
+from memsync.local.fresh import header_line, now_us
+from memsync.local.memory import Memory
+from memsync.local.merge import index_path, merge_chunks
+from memsync.local.storage import read_chunks
 
 __all__ = [
     "HUB_TAIL_BYTES",
@@ -299,7 +300,7 @@ class _Pass:
         }
 
     def snapshot(self) -> None:
-        """Record how far every hub file has been read now (see `memsync.hub`), and which
+        """Record how far every hub file has been read now (see `memsync.hub.watermarks`), and which
         replicas have not read that far yet."""
         sizes = {peer + _SUFFIX: [p.offset, p.generation] for peer, p in self.state.peers.items()}
         if self.state.own_size:

@@ -2,7 +2,7 @@
 `memsync.core.compaction`.
 
 `compact_file` starts only when the file is quiet: unchanged for `quiet_seconds`, held open
-for writing by no other process (`memsync.procfs`), and its lock taken; otherwise it raises
+for writing by no other process (`memsync.local.procfs`), and its lock taken; otherwise it raises
 `NotQuiet`, and the caller tries again later. Then, still under the lock:
 
 1. stale leftovers of a killed compaction are dealt with (`_clean_up`);
@@ -44,11 +44,12 @@ from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.errors import LockTimeout, NotQuiet
-from memsync.lock import file_lock
-from memsync.memfile import header_line, no_gc, now_us
-from memsync.procfs import Writer, writers
-from memsync.procfs import available as procfs_available
-from memsync.storage import CHUNK_BYTES, append_bytes, fsync_dir, read_chunks_fd, write_all
+from memsync.local.fresh import header_line, now_us
+from memsync.local.lock import file_lock
+from memsync.local.procfs import Writer, writers
+from memsync.local.procfs import available as procfs_available
+from memsync.local.reading import no_gc
+from memsync.local.storage import CHUNK_BYTES, append_bytes, fsync_dir, read_chunks_fd, write_all
 
 __all__ = [
     "DAY",

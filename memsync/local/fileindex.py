@@ -25,7 +25,7 @@ from memsync.core.lines import classify
 from memsync.core.merge import dest_relevant, line_digest
 from memsync.core.records import Record
 from memsync.core.view import Index
-from memsync.storage import read_chunks, read_tail
+from memsync.local.storage import read_chunks, read_tail
 
 __all__ = [
     "TAIL_BYTES",

@@ -30,10 +30,11 @@ from memsync.core.merge import (
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, build_view
-from memsync.index import Cursor, FileIndex, cursor_at, cursor_valid
-from memsync.lock import DEFAULT_TIMEOUT, file_lock
-from memsync.memfile import header_line, no_gc, now_us, scan
-from memsync.storage import append_bytes, read_chunks
+from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
+from memsync.local.fresh import header_line, now_us
+from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
+from memsync.local.reading import no_gc, scan
+from memsync.local.storage import append_bytes, read_chunks
 
 __all__ = [
     "HandoffFilter",

@@ -18,8 +18,8 @@ from filelock import FileLock
 from filelock import Timeout as _LockTimeout
 
 from memsync.errors import LockTimeout
-from memsync.storage import atomic_replace
-from memsync.transports import validate_name
+from memsync.hub.transports import validate_name
+from memsync.local.storage import atomic_replace
 
 __all__ = [
     "PeerState",
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 SNAPSHOTS = 64
-"""How many snapshots (see `memsync.hub`) a state keeps."""
+"""How many snapshots (see `memsync.hub.watermarks`) a state keeps."""
 
 
 def _hostname_id() -> str:
@@ -62,7 +62,7 @@ def state_path(state_dir: Path, memory: str, remote: str) -> Path:
 
 
 def hub_store_path(state_dir: Path, memory: str, remote: str) -> Path:
-    """The digests of the lines the hub holds (a `memsync.index.DigestStore`)."""
+    """The digests of the lines the hub holds (a `memsync.local.fileindex.DigestStore`)."""
     return state_dir / "sync" / memory / f"{remote}.hub.sqlite"
 
 
@@ -83,7 +83,7 @@ class SyncState:
     pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
     peers: dict[str, PeerState] = field(default_factory=dict)
     watermarks: str = ""  # the last watermark document published
-    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.hub
+    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.hub.watermarks
     marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # peers' watermarks
     replica: str | None = None  # the replica id, so the file, the own_* fields are about
 

@@ -33,10 +33,10 @@ import paramiko
 from paramiko.sftp import CMD_EXTENDED
 
 from memsync.errors import HostKeyError, MemsyncError, TransportError
-from memsync.transports.base import RemoteFile, check_name, map_errors, validate_name
+from memsync.hub.transports.base import RemoteFile, check_name, map_errors, validate_name
 
 if TYPE_CHECKING:
-    from memsync.transports.base import Transport
+    from memsync.hub.transports.base import Transport
 
 __all__ = ["SSHTransport"]
 
