@@ -1,5 +1,10 @@
 """memsync: keep agent memory files (agent-memory/0.1 JSON Lines) consistent across machines
-and agents. Public API only; see README.md."""
+and agents. Public API only; see README.md.
+
+The package is three rooms (STYLE.md): `memsync.core` (the rules, pure), `memsync.local`
+(one memory file on this machine) and `memsync.hub` (between machines). Everything a user
+needs is importable from here.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +23,20 @@ from memsync.errors import (
     TransportTimeout,
     UnsupportedFormat,
 )
+from memsync.hub.sync import SyncReport, sync_once
+from memsync.hub.transports import RemoteFile, Transport, open_transport
+from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.memory import Memory
-from memsync.local.reading import CheckReport, MemoryView
+from memsync.local.merge import (
+    HandoffFilter,
+    MergeResult,
+    PendingMerge,
+    apply_merge,
+    handoff,
+    merge_files,
+    plan_file_merge,
+)
+from memsync.local.reading import CheckReport, MemoryView, SecretFinding, check_files, view_of
 from memsync.models import Entry, Tombstone
 
 __version__ = "0.1.0"
@@ -27,21 +44,38 @@ __version__ = "0.1.0"
 __all__ = [
     "BadLine",
     "CheckReport",
+    "CompactionResult",
     "ConfigError",
     "Entry",
+    "HandoffFilter",
     "HostKeyError",
     "InvalidRecord",
     "LockTimeout",
     "Memory",
     "MemoryView",
     "MemsyncError",
+    "MergeResult",
     "NotQuiet",
+    "PendingMerge",
     "Record",
+    "RemoteFile",
     "ReplicaClash",
+    "SecretFinding",
     "SecretRefused",
+    "SyncReport",
     "Tombstone",
+    "Transport",
     "TransportError",
     "TransportTimeout",
     "UnsupportedFormat",
     "__version__",
+    "apply_merge",
+    "check_files",
+    "compact_file",
+    "handoff",
+    "merge_files",
+    "open_transport",
+    "plan_file_merge",
+    "sync_once",
+    "view_of",
 ]
