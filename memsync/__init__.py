@@ -12,6 +12,8 @@ from memsync.core.lines import BadLine
 from memsync.core.records import Record
 from memsync.errors import (
     ConfigError,
+    DaemonAlreadyRunning,
+    FileReplaced,
     HostKeyError,
     InvalidRecord,
     LockTimeout,
@@ -21,7 +23,9 @@ from memsync.errors import (
     SecretRefused,
     TransportError,
     TransportTimeout,
+    UnknownId,
     UnsupportedFormat,
+    UsageError,
 )
 from memsync.hub.sync import SyncReport, sync_once
 from memsync.hub.transports import RemoteFile, Transport, open_transport
@@ -46,7 +50,9 @@ __all__ = [
     "CheckReport",
     "CompactionResult",
     "ConfigError",
+    "DaemonAlreadyRunning",
     "Entry",
+    "FileReplaced",
     "HandoffFilter",
     "HostKeyError",
     "InvalidRecord",
@@ -67,7 +73,9 @@ __all__ = [
     "Transport",
     "TransportError",
     "TransportTimeout",
+    "UnknownId",
     "UnsupportedFormat",
+    "UsageError",
     "__version__",
     "apply_merge",
     "check_files",

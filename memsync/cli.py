@@ -27,7 +27,7 @@ from memsync.config import (
 from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS, Record
 from memsync.core.timestamps import format_ts, parse_ts
-from memsync.errors import MemsyncError, NotQuiet
+from memsync.errors import MemsyncError, NotQuiet, UsageError
 from memsync.hub.compaction import acknowledged_for
 from memsync.hub.state import resolve_replica
 from memsync.hub.sync import sync_config
@@ -44,10 +44,6 @@ __all__ = ["main"]
 EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_NOT_QUIET = 0, 1, 2, 3
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-class UsageError(MemsyncError):
-    """A command line that cannot be carried out as written."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -32,7 +32,7 @@ from memsync import _systemd
 from memsync.config import Config, RemoteConfig, load_config
 from memsync.core.lines import Invalid, classify
 from memsync.core.timestamps import SECOND
-from memsync.errors import MemsyncError, NotQuiet
+from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
 from memsync.hub.compaction import acknowledged_for, compact_own_hub_file
 from memsync.hub.state import resolve_replica
 from memsync.hub.sync import (
@@ -54,7 +54,7 @@ from memsync.status import (
     write_status,
 )
 
-__all__ = ["Daemon", "DaemonAlreadyRunning"]
+__all__ = ["Daemon"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +65,6 @@ HEARTBEAT_SECONDS = 30.0
 """How often the status is rewritten even when nothing happens."""
 
 _COMPACT = "\0compact"  # the request to compact a memory, instead of a remote's name
-
-
-class DaemonAlreadyRunning(MemsyncError):
-    """Another daemon holds the state directory's PID lock."""
 
 
 @dataclass
@@ -160,10 +156,7 @@ class Daemon:
         try:
             lock.acquire(timeout=0)
         except _LockTimeout:
-            raise DaemonAlreadyRunning(
-                f"another memsync daemon is running for the state directory {state_dir}; "
-                "stop it first (one daemon per state directory)"
-            ) from None
+            raise DaemonAlreadyRunning(str(state_dir)) from None
         try:
             write_pid(state_dir)
             yield

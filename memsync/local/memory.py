@@ -22,7 +22,7 @@ from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts, from_datetime
 from memsync.core.view import Index
-from memsync.errors import InvalidRecord, MemsyncError, SecretRefused
+from memsync.errors import InvalidRecord, SecretRefused, UnknownId
 from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
@@ -159,7 +159,7 @@ class Memory:
         if kind is None:
             old = self._current(old_id)
             if old is None or old.deleted:
-                raise MemsyncError(f"{self.path}: no live entry with id {old_id!r}")
+                raise UnknownId(str(self.path), old_id, live=True)
             kind = str(old.fields()["kind"])
         return self.add(kind, text, supersedes=old_id, now=now, **fields)
 
@@ -167,10 +167,10 @@ class Memory:
         """Append a tombstone for `rid` (rule 8); later than every record of `rid` here.
 
         Raises:
-            MemsyncError: the file holds no record with that id.
+            UnknownId: the file holds no record with that id.
         """
         if self._newest_of(rid) is None:
-            raise MemsyncError(f"{self.path}: no record with id {rid!r}")
+            raise UnknownId(str(self.path), rid)
         model = self._append({"id": rid, "deleted": True}, _as_us(now))
         assert isinstance(model, Tombstone)
         return model

@@ -30,6 +30,7 @@ from memsync.core.merge import (
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, build_view
+from memsync.errors import FileReplaced
 from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
@@ -233,7 +234,7 @@ def merge_files(
             return apply_merge(pending, lock_timeout=lock_timeout)
         except _Replanned:
             continue  # compacted between plan and apply: plan again against the new file
-    raise OSError(f"{dest}: replaced repeatedly during the merge; try again")
+    raise FileReplaced(str(dest))
 
 
 def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
@@ -349,7 +350,7 @@ def handoff(
             return apply_merge(pending, lock_timeout=lock_timeout)
         except _Replanned:
             pending = plan_records_merge(dest, lines, now=at)
-    raise OSError(f"{dest}: replaced repeatedly during the handoff; try again")
+    raise FileReplaced(str(dest), "handoff")
 
 
 def index_path(state_dir: Path, dest: Path) -> Path:

@@ -45,7 +45,7 @@ def open_transport(
         return LocalDirTransport(Path(path))
     if scheme == "ssh":
         if not host:
-            raise TransportError(f"ssh remote {path!r}: no host given")
+            raise TransportError(f"ssh remote {path!r}: no host given", None, path)
         from memsync.hub.transports.ssh import SSHTransport
 
         return SSHTransport(
@@ -57,4 +57,4 @@ def open_transport(
             known_hosts=known_hosts,
             accept_new_host_key=accept_new_host_key,
         )
-    raise TransportError(f"unknown remote scheme {scheme!r}; expected 'file' or 'ssh'")
+    raise TransportError(f"unknown remote scheme {scheme!r}; expected 'file' or 'ssh'", host, path)

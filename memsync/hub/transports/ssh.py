@@ -219,7 +219,14 @@ class SSHTransport:
             client.close()
 
     def _call(self, where: str, op: Callable[[paramiko.SFTPClient], _T]) -> _T:
-        with self._lock, map_errors(f"{self.url}/{where}".rstrip("/")):
+        with (
+            self._lock,
+            map_errors(
+                f"{self.url}/{where}".rstrip("/"),
+                host=self.hostname,
+                path=posixpath.join(self.root, where),
+            ),
+        ):
             try:
                 return op(self._session())
             except BaseException as exc:
