@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from memsync import __version__
 from memsync.config import (
@@ -24,11 +24,15 @@ from memsync.config import (
     default_state_dir,
     load_config,
 )
+from memsync.core.compaction import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+)
 from memsync.core.prompt import scope_matches
-from memsync.core.records import KINDS, Record
+from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet, UsageError
-from memsync.hub.compaction import acknowledged_for
 from memsync.hub.state import resolve_replica
 from memsync.hub.sync import sync_config
 from memsync.hub.watermarks import retired, set_retired
@@ -262,35 +266,44 @@ def _non_negative(text: str) -> float:
     return value
 
 
-def _acknowledgement(path: Path, config_path: Path | None) -> Callable[[Record], bool] | None:
-    """For a file that is a configured memory with remotes, the hub's word on which
-    tombstones every replica has read (rule 15); None (all of them) for a file no hub
-    shares."""
+def _hub_side(path: Path, config_path: Path | None) -> dict[str, Any]:
+    """For a file that is a configured memory, what `compact_memory` needs to keep every
+    tombstone some replica has not read (rule 15): its name, remotes, replica and state
+    directory. Nothing for a file no config names (then every old tombstone may go)."""
     config_file = config_path if config_path is not None else default_config_path()
     if config_path is None and not config_file.exists():
-        return None
+        return {}
     config = load_config(config_file)
     for mem in config.memory:
         if mem.path.exists() and mem.path.samefile(path):
             remotes = [rc.name for rc in config.memory_remotes(mem)]
-            replica = resolve_replica(config.replica, config.state_dir)
-            return acknowledged_for(config.state_dir, mem.name, remotes, replica)
-    return None
+            if not remotes:
+                return {}
+            return {
+                "memory": mem.name,
+                "remotes": remotes,
+                "replica": resolve_replica(config.replica, config.state_dir),
+                "state_dir": config.state_dir,
+            }
+    return {}
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from memsync.local.compaction import compact_file, rejected_path
+    from memsync.hub.compaction import compact_memory
+    from memsync.local.compaction import rejected_path
 
     [path] = _existing([args.file])
-    result = compact_file(
+    # The daemon's scheduled job calls the same function, with its open hub connections;
+    # here there are none, so only the local file is compacted.
+    result = compact_memory(
         path,
         now=args.now,
         horizon_days=args.horizon_days,
         quiet_seconds=args.quiet_seconds,
         grace_seconds=args.grace_seconds,
         dry_run=args.dry_run,
-        acknowledged=_acknowledgement(path, args.config),
-    )
+        **_hub_side(path, args.config),
+    ).local
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return EXIT_OK
@@ -557,23 +570,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--horizon-days",
         type=_non_negative,
-        default=90.0,
+        default=DEFAULT_HORIZON_DAYS,
         metavar="N",
-        help="tombstones older than this may go (default 90)",
+        help=f"tombstones older than this may go (default {DEFAULT_HORIZON_DAYS:g})",
     )
     p.add_argument(
         "--quiet-seconds",
         type=_non_negative,
-        default=60.0,
+        default=DEFAULT_QUIET_SECONDS,
         metavar="N",
-        help="start only if the file has not changed for this long (default 60)",
+        help=f"start only if the file has not changed for this long (default {DEFAULT_QUIET_SECONDS:g})",
     )
     p.add_argument(
         "--grace-seconds",
         type=_non_negative,
-        default=5.0,
+        default=DEFAULT_GRACE_SECONDS,
         metavar="N",
-        help="how long at most to copy late writes to the old file (default 5)",
+        help=f"how long at most to copy late writes to the old file (default {DEFAULT_GRACE_SECONDS:g})",
     )
     p.add_argument("--dry-run", action="store_true", help="say what would be dropped")
     p.add_argument("--json", action="store_true")

@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from memsync.core.compaction import DEFAULT_HORIZON_DAYS, DEFAULT_QUIET_SECONDS
 from memsync.errors import ConfigError
 
 __all__ = [
@@ -323,9 +324,9 @@ class CompactionConfig(_Model):
 
     schedule: str = "17 3 * * *"
     """Cron expression, 5 fields, local time. Weekdays by name (mon-fri), not by number."""
-    quiet_seconds: float = Field(default=60.0, ge=0)
+    quiet_seconds: float = Field(default=DEFAULT_QUIET_SECONDS, ge=0)
     """Compact a file only after it has not changed for this long."""
-    tombstone_horizon_days: int = Field(default=90, ge=1)
+    tombstone_horizon_days: int = Field(default=round(DEFAULT_HORIZON_DAYS), ge=1)
     """Keep deletion markers this long, so that no machine brings a deleted entry back."""
 
     @field_validator("schedule")
@@ -395,6 +396,10 @@ class Config(_Model):
                     )
         return self
 
+    def memory_named(self, name: str) -> MemoryConfig | None:
+        """The `[[memory]]` named `name`, or None: the one lookup of a memory by name."""
+        return next((m for m in self.memory if m.name == name), None)
+
     def memory_remotes(self, memory: MemoryConfig | str) -> list[RemoteConfig]:
         """Return the remotes `memory` (a `MemoryConfig` or its name) syncs through.
 
@@ -402,10 +407,10 @@ class Config(_Model):
         Raises KeyError for a memory name not in this config.
         """
         if isinstance(memory, str):
-            found = [m for m in self.memory if m.name == memory]
-            if not found:
+            found = self.memory_named(memory)
+            if found is None:
                 raise KeyError(memory)
-            memory = found[0]
+            memory = found
         if memory.remotes is None:
             return list(self.remote)
         by_name = {r.name: r for r in self.remote}

@@ -33,7 +33,7 @@ from memsync.config import Config, RemoteConfig, load_config
 from memsync.core.lines import Invalid, classify
 from memsync.core.timestamps import SECOND
 from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
-from memsync.hub.compaction import acknowledged_for, compact_own_hub_file
+from memsync.hub.compaction import compact_memory
 from memsync.hub.state import resolve_replica
 from memsync.hub.sync import (
     open_remote,
@@ -41,7 +41,6 @@ from memsync.hub.sync import (
 )
 from memsync.hub.transports import Transport
 from memsync.hub.watermarks import retired
-from memsync.local.compaction import compact_file
 from memsync.local.fresh import now_us
 from memsync.local.memory import Memory
 from memsync.local.storage import read_chunks
@@ -256,7 +255,7 @@ class Daemon:
         if time.monotonic() < backoff.next_try:
             self._requests.add(memory, remote)  # not yet: try again after the back-off
             return
-        mem = next((m for m in self.config.memory if m.name == memory), None)
+        mem = self.config.memory_named(memory)
         transport = self._transports.get(remote)
         if mem is None or transport is None:
             return
@@ -349,7 +348,7 @@ class Daemon:
 
     def _validate(self, memory: str) -> None:
         """Log each new bad line of a local file once (incremental: only new bytes)."""
-        mem = next((m for m in self.config.memory if m.name == memory), None)
+        mem = self.config.memory_named(memory)
         if mem is None or not mem.path.exists():
             return
         v = self._validation.setdefault(memory, _Validation())
@@ -370,21 +369,23 @@ class Daemon:
             self._status.memories[memory].bad_lines = v.bad
 
     def _compact(self, memory: str) -> None:
-        mem = next((m for m in self.config.memory if m.name == memory), None)
+        mem = self.config.memory_named(memory)
         if mem is None:
             return
         cc = self.config.compaction
         assert self._status is not None
         ms = self._status.memories[memory]
         remotes = [rc.name for rc in self.config.memory_remotes(mem)]
-        horizon = round(cc.tombstone_horizon_days * 86_400 * SECOND)
-        ack = acknowledged_for(self.config.state_dir, memory, remotes, self.replica)
         try:
-            result = compact_file(
+            done = compact_memory(
                 mem.path,
+                memory=memory,
+                remotes=remotes,
+                replica=self.replica,
+                state_dir=self.config.state_dir,
+                transports=self._transports,
                 horizon_days=cc.tombstone_horizon_days,
                 quiet_seconds=cc.quiet_seconds,
-                acknowledged=ack,
             )
         except NotQuiet as exc:
             logger.info("%s: compaction postponed: %s", mem.path, exc)
@@ -396,27 +397,14 @@ class Daemon:
             ms.last_compaction_note = f"failed: {exc}"
             return
         ms.last_compaction, ms.last_compaction_note = now_us(), "done"
+        result = done.local
         logger.info(
             "%s: compacted, %d -> %d bytes", mem.path, result.size_before, result.size_after
         )
-        for name in remotes:  # our own file in each hub, the same way
-            transport = self._transports.get(name)
-            if transport is None:
-                continue
-            try:
-                sizes = compact_own_hub_file(
-                    memory=memory,
-                    remote=name,
-                    transport=transport,
-                    replica=self.replica,
-                    state_dir=self.config.state_dir,
-                    horizon=horizon,
-                    acknowledged=ack,
-                )
-            except MemsyncError as exc:
-                logger.warning("%s <-> %s: hub file not compacted: %s", memory, name, exc)
-                continue
-            if sizes is not None:
+        for name in remotes:  # our own file in each hub, compacted the same way
+            if (failure := done.hub_errors.get(name)) is not None:
+                logger.warning("%s <-> %s: hub file not compacted: %s", memory, name, failure)
+            elif (sizes := done.hub_files.get(name)) is not None:
                 logger.info("%s <-> %s: hub file compacted, %d -> %d bytes", memory, name, *sizes)
         for rc in self.config.memory_remotes(mem):
             self._requests.add(memory, rc.name)

@@ -68,6 +68,9 @@ from memsync.core.records import Record, canonical
 from memsync.core.view import Index
 
 __all__ = [
+    "DEFAULT_GRACE_SECONDS",
+    "DEFAULT_HORIZON_DAYS",
+    "DEFAULT_QUIET_SECONDS",
     "DROP_REASONS",
     "CompactionPlan",
     "Rejected",
@@ -75,6 +78,16 @@ __all__ = [
     "compact_lines",
     "plan_compaction",
 ]
+
+DEFAULT_HORIZON_DAYS = 90.0
+"""Tombstones older than this many days may go (rule 15), once every replica has read them."""
+
+DEFAULT_QUIET_SECONDS = 60.0
+"""Compact a file only after it has not changed for this many seconds (rule 16)."""
+
+DEFAULT_GRACE_SECONDS = 5.0
+"""How long, at most, to keep draining the old inode for a writer that opened the file just
+before the rename (rule 16)."""
 
 DROP_REASONS = (
     "duplicate",

@@ -1,31 +1,59 @@
 """Compaction's side of the hub (SEMANTICS rule 15): which tombstones every replica has
-read (`acknowledged_for`), and the compaction of this replica's own hub file."""
+read (`acknowledged_for`), the compaction of this replica's own hub file, and
+`compact_memory`, the one compaction sequence (`memsync compact` and the daemon's
+scheduled job both call it)."""
 
 from __future__ import annotations
 
 import base64
 import secrets as _random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsync.core.compaction import compact_lines
+from memsync.core.compaction import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+    compact_lines,
+)
 from memsync.core.records import Record
+from memsync.core.timestamps import SECOND
+from memsync.errors import MemsyncError
 from memsync.hub.state import SyncState, hub_store_path, pass_lock, state_path
 from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64, complete_lines
 from memsync.hub.transports import Transport
 from memsync.hub.watermarks import acknowledgement, covered_snapshot, marks_of, retired, snapshot_of
+from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.fileindex import DigestStore
 from memsync.local.fresh import header_line, now_us
 
-__all__ = ["acknowledged_for", "compact_own_hub_file"]
+__all__ = ["MemoryCompaction", "acknowledged_for", "compact_memory", "compact_own_hub_file"]
 
 
 def acknowledged_for(
-    state_dir: Path, memory: str, remotes: list[str], replica: str
+    state_dir: Path, memory: str, remotes: Sequence[str], replica: str
 ) -> Callable[[Record], bool] | None:
     """Compaction's predicate for a local file synced with `remotes` (rule 15): a tombstone
     may go only when, in every hub, it was seen no later than a snapshot every other
-    replica (retired ones aside) has read past. None for a file with no remote."""
+    replica (retired ones aside) has read past. None for a file with no remote. Its digest
+    stores stay open for the predicate's life; `_acknowledgements` closes them."""
+    return _acknowledged(state_dir, memory, remotes, replica, ExitStack())
+
+
+@contextmanager
+def _acknowledgements(
+    state_dir: Path, memory: str, remotes: Sequence[str], replica: str
+) -> Iterator[Callable[[Record], bool] | None]:
+    """`acknowledged_for`, with its digest stores closed at the end of the block."""
+    with ExitStack() as stores:
+        yield _acknowledged(state_dir, memory, remotes, replica, stores)
+
+
+def _acknowledged(
+    state_dir: Path, memory: str, remotes: Sequence[str], replica: str, stores: ExitStack
+) -> Callable[[Record], bool] | None:
     if not remotes:
         return None
     gone = retired(state_dir)
@@ -40,13 +68,83 @@ def acknowledged_for(
             if name != replica and name not in gone
         }
         covered = covered_snapshot([snapshot_of(d) for d in state.snapshots], others)
-        store = DigestStore(hub_store_path(state_dir, memory, remote))
+        store = stores.enter_context(DigestStore(hub_store_path(state_dir, memory, remote)))
         checks.append(acknowledgement(store.seen_at, covered))
 
     def acknowledged(rec: Record) -> bool:
         return all(check(rec) for check in checks)
 
     return acknowledged
+
+
+@dataclass
+class MemoryCompaction:
+    """What compacting one memory did: its local file, then our own file in each hub."""
+
+    local: CompactionResult
+    hub_files: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    """Per remote: the hub file's sizes before and after, or None (nothing to do)."""
+    hub_errors: dict[str, MemsyncError] = field(default_factory=dict)
+    """Per remote: why its hub file was not compacted (the others still were)."""
+
+
+def compact_memory(
+    path: Path,
+    *,
+    memory: str = "",
+    remotes: Sequence[str] = (),
+    replica: str = "",
+    state_dir: Path | None = None,
+    transports: Mapping[str, Transport] | None = None,
+    now: int | None = None,
+    horizon_days: float = DEFAULT_HORIZON_DAYS,
+    quiet_seconds: float = DEFAULT_QUIET_SECONDS,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    dry_run: bool = False,
+) -> MemoryCompaction:
+    """Compact one memory (rules 15 and 16): the local file `path`, keeping every tombstone
+    some replica of `remotes` has not read yet, then this replica's own file in each hub
+    whose transport is given (`transports`: the daemon's open connections; the command
+    line passes none and compacts only the local file).
+
+    Raises:
+        NotQuiet: the local file is busy (nothing was done; try again later).
+        MemsyncError, OSError: the local file could not be compacted.
+    """
+    if remotes and state_dir is None:
+        raise ValueError("compact_memory: remotes need the state directory")
+    with _acknowledgements(state_dir or Path(), memory, remotes, replica) as ack:
+        local = compact_file(
+            path,
+            now=now,
+            horizon_days=horizon_days,
+            quiet_seconds=quiet_seconds,
+            grace_seconds=grace_seconds,
+            dry_run=dry_run,
+            acknowledged=ack,
+        )
+        done = MemoryCompaction(local)
+        if dry_run or state_dir is None:
+            return done
+        horizon = round(horizon_days * 86_400 * SECOND)
+        for name in remotes:
+            transport = (transports or {}).get(name)
+            if transport is None:
+                continue
+            try:
+                done.hub_files[name] = compact_own_hub_file(
+                    memory=memory,
+                    remote=name,
+                    transport=transport,
+                    replica=replica,
+                    state_dir=state_dir,
+                    horizon=horizon,
+                    acknowledged=ack,
+                    now=now,
+                )
+            except MemsyncError as exc:
+                done.hub_errors[name] = exc
+    return done
 
 
 def compact_own_hub_file(

@@ -39,7 +39,16 @@ from typing import Any
 import msgspec
 import xxhash
 
-from memsync.core.compaction import DROP_REASONS, CompactionPlan, Rejected, Survey, plan_compaction
+from memsync.core.compaction import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+    DROP_REASONS,
+    CompactionPlan,
+    Rejected,
+    Survey,
+    plan_compaction,
+)
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND, format_ts
@@ -66,12 +75,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DAY = 24 * 3600 * SECOND
-DEFAULT_HORIZON_DAYS = 90.0
-DEFAULT_QUIET_SECONDS = 60.0
-DEFAULT_GRACE_SECONDS = 5.0
-"""How long, at most, to keep draining the old inode for a writer that opened the file just
-before the rename. With /proc the drain stops as soon as no process holds it open (after
-`_SETTLE` seconds); without it, it drains for the whole period."""
+# DEFAULT_GRACE_SECONDS: with /proc the drain stops as soon as no process holds the old
+# inode open (after `_SETTLE` seconds); without it, it drains for the whole period.
 
 _SETTLE = 0.05
 """Drain at least this long: a writer may have resolved the path before the rename and not

@@ -17,6 +17,11 @@ from typing import Any
 import msgspec
 
 from memsync.core.clock import next_stamp
+from memsync.core.compaction import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+)
 from memsync.core.lines import Invalid, classify
 from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
@@ -179,11 +184,11 @@ class Memory:
         self,
         *,
         now: int | datetime | None = None,
-        horizon_days: float = 90.0,
-        quiet_seconds: float = 60.0,
+        horizon_days: float = DEFAULT_HORIZON_DAYS,
+        quiet_seconds: float = DEFAULT_QUIET_SECONDS,
         dry_run: bool = False,
         acknowledged: Callable[[Record], bool] | None = None,
-        grace_seconds: float = 5.0,
+        grace_seconds: float = DEFAULT_GRACE_SECONDS,
     ) -> CompactionResult:
         """Rewrite the file with only what its view needs (rules 15 and 16); see
         `memsync.local.compaction.compact_file`. Raises NotQuiet when the file is busy."""
