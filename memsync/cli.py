@@ -33,9 +33,8 @@ from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet, UsageError
-from memsync.hub.state import resolve_replica
+from memsync.hub.state import resolve_replica, retired, set_retired
 from memsync.hub.sync import sync_config
-from memsync.hub.watermarks import retired, set_retired
 from memsync.local.fresh import now_us
 from memsync.local.memory import Memory
 from memsync.local.merge import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed

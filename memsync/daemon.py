@@ -30,20 +30,19 @@ from filelock import Timeout as _LockTimeout
 
 from memsync import _systemd
 from memsync.config import Config, RemoteConfig, load_config
-from memsync.core.lines import Invalid, classify
 from memsync.core.timestamps import SECOND
+from memsync.core.watermarks import came_back
 from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
 from memsync.hub.compaction import compact_memory
-from memsync.hub.state import resolve_replica
+from memsync.hub.state import resolve_replica, retired
 from memsync.hub.sync import (
     open_remote,
     sync_once,
 )
 from memsync.hub.transports import Transport
-from memsync.hub.watermarks import retired
 from memsync.local.fresh import now_us
 from memsync.local.memory import Memory
-from memsync.local.storage import read_chunks
+from memsync.local.reading import BadLineWatch
 from memsync.status import (
     DaemonStatus,
     MemoryStatus,
@@ -70,16 +69,6 @@ _COMPACT = "\0compact"  # the request to compact a memory, instead of a remote's
 class _Backoff:
     failures: int = 0
     next_try: float = 0.0
-
-
-@dataclass
-class _Validation:
-    """How far a local file was checked for bad lines (each is logged once)."""
-
-    ino: int = 0
-    offset: int = 0
-    line: int = 1
-    bad: int = 0
 
 
 @dataclass
@@ -118,7 +107,7 @@ class Daemon:
         self._requests = _Requests()
         self._transports: dict[str, Transport] = {}
         self._backoff: dict[tuple[str, str], _Backoff] = {}
-        self._validation: dict[str, _Validation] = {}
+        self._validation: dict[str, BadLineWatch] = {}
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._scheduler: Any = None
@@ -321,7 +310,7 @@ class Daemon:
         gone = retired(self.config.state_dir)
         for name, seen in after.items():
             last = before.get(name)
-            if seen is None or last is None or seen == last or now - last <= horizon:
+            if last is None or not came_back(last, seen, now=now, horizon=horizon):
                 continue
             days = (now - last) / SECOND / 86_400
             if name in gone:
@@ -351,22 +340,14 @@ class Daemon:
         mem = self.config.memory_named(memory)
         if mem is None or not mem.path.exists():
             return
-        v = self._validation.setdefault(memory, _Validation())
-        ino = mem.path.stat().st_ino
-        if ino != v.ino or mem.path.stat().st_size < v.offset:
-            v.ino, v.offset, v.line, v.bad = ino, 0, 1, 0  # replaced (compacted): again
+        watch = self._validation.setdefault(memory, BadLineWatch(mem.path))
         try:
-            for chunk in read_chunks(mem.path, v.offset, v.line):
-                for n, raw in enumerate(chunk.lines, chunk.first_line):
-                    parsed = classify(raw, source=str(mem.path), line_no=n)
-                    if isinstance(parsed, Invalid):
-                        v.bad += 1
-                        logger.warning("%s:%d: bad line: %s", mem.path, n, parsed.reason)
-                v.offset, v.line = chunk.end, chunk.first_line + len(chunk.lines)
+            for bad in watch.new_bad_lines():
+                logger.warning("%s:%d: bad line: %s", bad.file, bad.line, bad.reason)
         except MemsyncError as exc:
             logger.error("%s", exc)
         if self._status is not None:
-            self._status.memories[memory].bad_lines = v.bad
+            self._status.memories[memory].bad_lines = watch.bad
 
     def _compact(self, memory: str) -> None:
         mem = self.config.memory_named(memory)

@@ -18,6 +18,7 @@ from filelock import Timeout as _LockTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsync.core.timestamps import SECOND
+from memsync.core.watermarks import standing
 from memsync.local.storage import atomic_replace
 
 __all__ = [
@@ -175,16 +176,15 @@ def _replica_problems(
     horizon = status.horizon_days * 86_400 * SECOND
     out = []
     for replica, seen in sorted(remote.replicas.items()):
-        if replica in status.retired:
-            if seen is not None and now - seen < horizon:
-                out.append(
-                    f"{mname} <-> {rname}: retired replica {replica!r} is back (watermarks "
-                    "updated recently): tombstones it never read may have been compacted "
-                    "away, so entries deleted long ago may come back from it; check "
-                    "`memsync show`, and run `memsync forget-replica --undo` if it is in use"
-                )
-            continue
-        if seen is None or now - seen > horizon:
+        verdict = standing(seen, now=now, horizon=horizon, retired=replica in status.retired)
+        if verdict == "back":
+            out.append(
+                f"{mname} <-> {rname}: retired replica {replica!r} is back (watermarks "
+                "updated recently): tombstones it never read may have been compacted "
+                "away, so entries deleted long ago may come back from it; check "
+                "`memsync show`, and run `memsync forget-replica --undo` if it is in use"
+            )
+        elif verdict == "silent":
             days = "never" if seen is None else f"{(now - seen) / SECOND / 86_400:.0f} days ago"
             out.append(
                 f"{mname} <-> {rname}: replica {replica!r} silent (watermarks {days}; horizon "

@@ -368,3 +368,26 @@ def test_layers_import_only_downward() -> None:
 
 def test_the_layers_are_found() -> None:
     assert {"memsync.core.merge", "memsync.local.memory", "memsync.hub.sync"} <= set(MODULES)
+
+
+DOMAIN = frozenset(
+    {
+        "memsync.core.lines",
+        "memsync.core.merge",
+        "memsync.core.compaction",
+        "memsync.local.compaction",
+        "memsync.local.merge",
+    }
+)
+"""Where lines are judged, merges planned and compactions sequenced: not the daemon's job."""
+
+
+def test_the_daemon_is_wiring_only() -> None:
+    """STYLE guideline 6: the daemon validates no line and holds no compaction or merge
+    sequence; `memsync compact` and its scheduled job call the same `compact_memory`."""
+    assert import_graph()["memsync.daemon"] & DOMAIN == set()
+    source = MODULES["memsync.daemon"].read_text(encoding="utf-8")
+    for name in ("classify", "compact_file", "compact_own_hub_file", "acknowledged_for"):
+        assert name not in source
+    assert "compact_memory(" in source
+    assert "compact_memory(" in MODULES["memsync.cli"].read_text(encoding="utf-8")

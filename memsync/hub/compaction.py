@@ -20,11 +20,11 @@ from memsync.core.compaction import (
 )
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
+from memsync.core.watermarks import acknowledgement, covered_snapshot, marks_of, snapshot_of
 from memsync.errors import MemsyncError
-from memsync.hub.state import SyncState, hub_store_path, pass_lock, state_path
+from memsync.hub.state import SyncState, hub_store_path, pass_lock, retired, state_path
 from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64, complete_lines
 from memsync.hub.transports import Transport
-from memsync.hub.watermarks import acknowledgement, covered_snapshot, marks_of, retired, snapshot_of
 from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.fileindex import DigestStore
 from memsync.local.fresh import header_line, now_us

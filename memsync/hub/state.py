@@ -27,11 +27,13 @@ __all__ = [
     "hub_store_path",
     "pass_lock",
     "resolve_replica",
+    "retired",
+    "set_retired",
     "state_path",
 ]
 
 SNAPSHOTS = 64
-"""How many snapshots (see `memsync.hub.watermarks`) a state keeps."""
+"""How many snapshots (see `memsync.core.watermarks`) a state keeps."""
 
 
 def _hostname_id() -> str:
@@ -83,7 +85,7 @@ class SyncState:
     pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
     peers: dict[str, PeerState] = field(default_factory=dict)
     watermarks: str = ""  # the last watermark document published
-    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.hub.watermarks
+    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.core.watermarks
     marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # peers' watermarks
     replica: str | None = None  # the replica id, so the file, the own_* fields are about
 
@@ -118,3 +120,18 @@ def pass_lock(state_dir: Path, memory: str, remote: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+def retired(state_dir: Path) -> set[str]:
+    """Replicas this machine was told to forget (`memsync forget-replica`)."""
+    try:
+        names = json.loads((state_dir / "retired.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return set()
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def set_retired(state_dir: Path, names: set[str]) -> None:
+    """Record the replicas to forget (`memsync forget-replica`, and `--undo`)."""
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_replace(state_dir / "retired.json", json.dumps(sorted(names)).encode())

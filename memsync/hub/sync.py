@@ -38,6 +38,13 @@ from memsync.core.lines import Header, classify
 from memsync.core.merge import line_digest
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
+from memsync.core.watermarks import (
+    WATERMARK_SUFFIX,
+    covers,
+    marks_of,
+    parse_watermarks,
+    snapshot_of,
+)
 from memsync.errors import MemsyncError, ReplicaClash, TransportError
 from memsync.hub.state import (
     SNAPSHOTS,
@@ -49,13 +56,6 @@ from memsync.hub.state import (
     state_path,
 )
 from memsync.hub.transports import RemoteFile, Transport, open_transport
-from memsync.hub.watermarks import (
-    WATERMARK_SUFFIX,
-    covers,
-    marks_of,
-    parse_watermarks,
-    snapshot_of,
-)
 from memsync.local.fileindex import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
 from memsync.local.memory import Memory
@@ -300,7 +300,7 @@ class _Pass:
         }
 
     def snapshot(self) -> None:
-        """Record how far every hub file has been read now (see `memsync.hub.watermarks`), and which
+        """Record how far every hub file has been read now (see `memsync.core.watermarks`), and which
         replicas have not read that far yet."""
         sizes = {peer + _SUFFIX: [p.offset, p.generation] for peer, p in self.state.peers.items()}
         if self.state.own_size:

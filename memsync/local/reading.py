@@ -25,6 +25,7 @@ from memsync.local.storage import read_chunks
 from memsync.models import Entry, to_model
 
 __all__ = [
+    "BadLineWatch",
     "CheckReport",
     "MemoryView",
     "ScanResult",
@@ -244,3 +245,31 @@ def prompt_of(records: Iterable[Record], scope: str | None, max_chars: int | Non
             )
         )
     return render_prompt(entries, scope, max_chars)
+
+
+@dataclass
+class BadLineWatch:
+    """Reads a file's new lines for bad ones (rule 4), so that each is reported once: how
+    far `path` was checked, and how many bad lines it had. A replaced file (compaction:
+    another inode, or shorter) is read again from the start."""
+
+    path: Path
+    ino: int = 0
+    offset: int = 0
+    line: int = 1
+    bad: int = 0
+
+    def new_bad_lines(self) -> Iterator[BadLine]:
+        """The bad lines appended since the last call, as they are found.
+        Raises OSError, and UnsupportedFormat (rule 2)."""
+        st = self.path.stat()
+        if st.st_ino != self.ino or st.st_size < self.offset:
+            self.ino, self.offset, self.line, self.bad = st.st_ino, 0, 1, 0
+        name = str(self.path)
+        for chunk in read_chunks(self.path, self.offset, self.line):
+            for n, raw in enumerate(chunk.lines, chunk.first_line):
+                parsed = classify(raw, source=name, line_no=n)
+                if isinstance(parsed, Invalid):
+                    self.bad += 1
+                    yield BadLine(name, n, parsed.reason)
+            self.offset, self.line = chunk.end, chunk.first_line + len(chunk.lines)

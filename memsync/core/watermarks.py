@@ -1,4 +1,5 @@
-"""What the replicas of a hub know of each other: watermarks, acknowledgement, retirement.
+"""What the replicas of a hub know of each other: watermarks, acknowledgement, and when a
+replica counts as silent or back (pure; the files are read and written by `memsync.hub`).
 
 Each replica publishes `<replica>.watermarks.json` in each memory folder of the hub: how
 far it has read every peer's file. Compaction may drop a tombstone only when every replica
@@ -17,25 +18,24 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
-from memsync.local.storage import atomic_replace
 
 __all__ = [
     "WATERMARK_SUFFIX",
     "Snapshot",
+    "Standing",
     "Watermarks",
     "acknowledgement",
+    "came_back",
     "covered_snapshot",
     "covers",
     "marks_of",
     "parse_watermarks",
-    "retired",
-    "set_retired",
     "snapshot_of",
+    "standing",
 ]
 
 WATERMARK_SUFFIX = ".watermarks.json"
@@ -128,15 +128,22 @@ def marks_of(replica: str, doc: dict[str, Any] | None) -> Watermarks | None:
     return Watermarks(replica, read, doc.get("updated_at"))
 
 
-def retired(state_dir: Path) -> set[str]:
-    """Replicas this machine was told to forget (`memsync forget-replica`)."""
-    try:
-        names = json.loads((state_dir / "retired.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return set()
-    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+Standing = Literal["ok", "silent", "back"]
+"""How a replica stands for compaction (rule 15): "silent" (no watermarks, or none for
+longer than the tombstone horizon: it holds tombstones back), "back" (retired, yet its
+watermarks are recent: entries deleted meanwhile may come back from it), or "ok"."""
 
 
-def set_retired(state_dir: Path, names: set[str]) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_replace(state_dir / "retired.json", json.dumps(sorted(names)).encode())
+def standing(seen: int | None, *, now: int, horizon: float, retired: bool) -> Standing:
+    """How a replica whose watermarks were last updated at `seen` stands at `now`."""
+    if retired:
+        return "back" if seen is not None and now - seen < horizon else "ok"
+    if seen is None or now - seen > horizon:
+        return "silent"
+    return "ok"
+
+
+def came_back(last: int | None, seen: int | None, *, now: int, horizon: float) -> bool:
+    """Whether a replica whose watermarks were updated at `last` (as known before a pass)
+    and are now updated at `seen` publishes again after a silence longer than the horizon."""
+    return seen is not None and last is not None and seen != last and now - last > horizon
