@@ -8,6 +8,7 @@ needs is importable from here.
 
 from __future__ import annotations
 
+from memsync.core.handoff import HandoffFilter
 from memsync.core.lines import BadLine
 from memsync.core.records import Record
 from memsync.errors import (
@@ -32,7 +33,6 @@ from memsync.hub.transports import RemoteFile, Transport, open_transport
 from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.memory import Memory
 from memsync.local.merge import (
-    HandoffFilter,
     MergeResult,
     PendingMerge,
     apply_merge,

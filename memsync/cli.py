@@ -29,6 +29,7 @@ from memsync.core.compaction import (
     DEFAULT_HORIZON_DAYS,
     DEFAULT_QUIET_SECONDS,
 )
+from memsync.core.handoff import HandoffFilter
 from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
@@ -37,7 +38,7 @@ from memsync.hub.state import resolve_replica, retired, set_retired
 from memsync.hub.sync import sync_config
 from memsync.local.fresh import now_us
 from memsync.local.memory import Memory
-from memsync.local.merge import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
+from memsync.local.merge import MergeResult, handoff, merge_files, merge_indexed
 from memsync.local.reading import check_files, no_gc, prompt_of, view_of
 from memsync.status import daemon_running, evaluate, read_status
 from memsync.status import to_json as status_json

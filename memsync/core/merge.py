@@ -19,7 +19,7 @@ is a pair of twins: both are kept and reported (rule 9 settles which one wins).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Container, Iterable
+from collections.abc import Callable, Collection, Container, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -36,10 +36,13 @@ __all__ = [
     "Held",
     "Incoming",
     "MergePlan",
+    "MergeSteps",
+    "Relevant",
     "collect_incoming",
     "dest_relevant",
     "judge",
     "line_digest",
+    "merge_steps",
     "plan_merge",
     "relevant_index",
     "supersession_targets",
@@ -248,6 +251,43 @@ def judge(inc: Incoming, dest: Index) -> MergePlan:
     return plan
 
 
+@dataclass(frozen=True, slots=True)
+class Relevant:
+    """What the merge sequence asks of its caller between its steps: an index of the
+    destination's records that bear on `incoming` (its ids), and, when `targets` is not
+    empty (rare: a second ask), also of the entries superseding those ids (rule 10)."""
+
+    incoming: Incoming
+    targets: set[str]
+
+
+MergeSteps = Generator[Relevant, Index, MergePlan]
+"""`merge_steps`: yields what it needs to read, is sent the index read, returns the plan."""
+
+
+def merge_steps(
+    known: DigestSet,
+    incoming: Iterable[tuple[str, int, list[bytes]]],
+    now: int,
+    max_future: int = DEFAULT_MAX_FUTURE,
+) -> MergeSteps:
+    """The merge sequence (rule 14), written once: collect the incoming lines the
+    destination lacks (`known`: its line digests), ask for the destination's relevant
+    records, ask again for supersession targets when there are any, judge.
+
+    Sans-I/O, like h11: the caller drives it and does the reading, from memory
+    (`plan_merge`), a streamed file or the persistent index (`memsync.local.merge`).
+    The first `next()` collects; `known` is not held after that.
+    """
+    inc = collect_incoming(known, incoming, now, max_future)
+    del known  # the destination's digests can be large: free them before the reading
+    index = yield Relevant(inc, set())
+    targets = supersession_targets(inc, index)
+    if targets:
+        index = yield Relevant(inc, targets)
+    return judge(inc, index)
+
+
 def plan_merge(
     dest: Iterable[bytes],
     incoming: Iterable[tuple[str, int, list[bytes]]],
@@ -255,15 +295,20 @@ def plan_merge(
     max_future: int = DEFAULT_MAX_FUTURE,
 ) -> MergePlan:
     """Plan the merge of `incoming` (chunks of source lines) into a destination
-    whose complete lines are `dest` (an in-memory convenience over `collect_incoming` and
-    `judge`; the file merge streams the destination twice instead)."""
+    whose complete lines are `dest` (`merge_steps` driven in memory; the file merge
+    streams the destination instead)."""
     lines = list(dest)
-    inc = collect_incoming({line_digest(raw) for raw in lines}, incoming, now, max_future)
-    index = relevant_index(lines, inc.ids)
-    targets = supersession_targets(inc, index)
-    if targets:
-        relevant_index(lines, set(), targets, into=index)
-    return judge(inc, index)
+    steps = merge_steps({line_digest(raw) for raw in lines}, incoming, now, max_future)
+    need = next(steps)
+    index = relevant_index(lines, need.incoming.ids)
+    try:
+        need = steps.send(index)
+        relevant_index(lines, set(), need.targets, into=index)
+        steps.send(index)
+    except StopIteration as done:
+        plan: MergePlan = done.value
+        return plan
+    raise AssertionError("merge_steps asks at most twice")
 
 
 def _judge(rec: Record, dest: Index, batch: Index, plan: MergePlan) -> str:

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import xxhash
 
+from memsync.core.handoff import HandoffFilter, select_handoff
 from memsync.core.lines import classify
 from memsync.core.merge import (
     DEFAULT_MAX_FUTURE,
-    Incoming,
     MergePlan,
-    collect_incoming,
-    judge,
+    MergeSteps,
+    Relevant,
     line_digest,
+    merge_steps,
     relevant_index,
-    supersession_targets,
 )
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
@@ -38,7 +38,6 @@ from memsync.local.reading import no_gc, scan
 from memsync.local.storage import append_bytes, read_chunks
 
 __all__ = [
-    "HandoffFilter",
     "MergeResult",
     "PendingMerge",
     "apply_merge",
@@ -69,20 +68,34 @@ def read_digests(path: Path) -> tuple[set[int], int, int]:
     return digests, end, ino
 
 
-def read_relevant(path: Path, inc: Incoming) -> Index:
-    """The second pass: an index of the records of `path` that bear on `inc` (and a third,
-    rare one for supersessions, see `supersession_targets`)."""
+def _drive(steps: MergeSteps, read: Callable[[Relevant], Index]) -> MergePlan:
+    """Run the core's merge sequence, answering each of its asks with `read`."""
+    need = next(steps)
+    try:
+        while True:
+            need = steps.send(read(need))
+    except StopIteration as done:
+        plan: MergePlan = done.value
+        return plan
+
+
+def _file_reader(path: Path) -> Callable[[Relevant], Index]:
+    """Answers `merge_steps`' asks by streaming `path`: the second pass of a file merge
+    indexes the records that bear on what is new; a third, rare one adds the supersession
+    targets to that index."""
     index = Index()
-    if not inc.candidates or not path.exists():
-        return index
-    with no_gc():
+
+    def read(need: Relevant) -> Index:
+        if not need.incoming.candidates or not path.exists():
+            return index
         for chunk in read_chunks(path):
-            relevant_index(chunk.lines, inc.ids, into=index)
-        targets = supersession_targets(inc, index)
-        if targets:
-            for chunk in read_chunks(path):
-                relevant_index(chunk.lines, set(), targets, into=index)
-    return index
+            if need.targets:
+                relevant_index(chunk.lines, set(), need.targets, into=index)
+            else:
+                relevant_index(chunk.lines, need.incoming.ids, into=index)
+        return index
+
+    return read
 
 
 def _plan(
@@ -90,10 +103,10 @@ def _plan(
 ) -> PendingMerge:
     digests, end, ino = read_digests(dest)
     at = now_us() if now is None else now
+    steps = merge_steps(digests, lines, at, max_future)
+    del digests  # the steps free them once collected
     with no_gc():
-        inc = collect_incoming(digests, lines, at, max_future)
-    del digests
-    plan = judge(inc, read_relevant(dest, inc))
+        plan = _drive(steps, _file_reader(dest))
     return PendingMerge(dest, plan, end, ino)
 
 
@@ -261,36 +274,6 @@ def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
     )
 
 
-@dataclass(frozen=True)
-class HandoffFilter:
-    """Which slice of a memory to hand off: scopes (any of; domain scopes match their
-    subdomains), kinds (any of), a minimum confidence, and a `since` instant."""
-
-    scopes: tuple[str, ...] = ()
-    kinds: tuple[str, ...] = ()
-    min_confidence: float | None = None
-    since: int | None = None
-
-    def matches(self, rec: Record) -> bool:
-        obj = rec.fields()
-        if self.kinds and obj["kind"] not in self.kinds:
-            return False
-        scope = obj.get("scope", "global")
-        if self.scopes and not any(_within(scope, s) for s in self.scopes):
-            return False
-        if self.min_confidence is not None and obj.get("confidence", 1.0) < self.min_confidence:
-            return False
-        return self.since is None or rec.ts >= self.since
-
-
-def _within(entry_scope: str, wanted: str) -> bool:
-    """Whether an entry's scope falls in a handed-off scope: the same scope, or a subdomain
-    of a handed-off domain (`api.github.com` is within `github.com`)."""
-    if entry_scope == wanted:
-        return True
-    return ":" not in wanted and "." in wanted and entry_scope.endswith("." + wanted)
-
-
 def _ids_of(path: Path) -> set[str]:
     ids: set[str] = set()
     if path.exists():
@@ -324,24 +307,8 @@ def handoff(
 
     result = scan([src], visit=visit)
     view = build_view(result.index, at)
-    chosen: dict[bytes, Record] = {}
-    for rec in view.live:
-        if selection.matches(rec):
-            chosen[rec.raw] = rec
-    for rid in dest_ids:
-        tomb = result.index.tombs.get(rid)
-        if tomb is not None:
-            chosen[tomb.raw] = tomb
-    for rec in superseding:
-        chosen[rec.raw] = rec
-        # The superseder's own id then lands in DEST too: hand over what decides its view
-        # in SRC (its latest tombstone and best versions), so that DEST shows it as SRC
-        # does: not a stale version, and not alive again if SRC deleted it since.
-        for best in (result.index.tombs, result.index.user, result.index.inferred):
-            decisive = best.get(rec.id)
-            if decisive is not None:
-                chosen[decisive.raw] = decisive
-    lines = [(str(src), 0, list(chosen))]
+    chosen = select_handoff(result.index, view.live, dest_ids, superseding, selection)
+    lines = [(str(src), 0, chosen)]
     pending = plan_records_merge(dest, lines, now=at)
     if dry_run:
         return _result(pending, dry_run=True)
@@ -444,12 +411,8 @@ def merge_chunks(
         held: list[tuple[str, int, bytes]] = []
         for batch in _batches(source, None if dry_run else BATCH_LINES):
             with no_gc():
-                inc = collect_incoming(index, batch, at, max_future)
-                relevant = index.relevant(inc.ids)
-                targets = supersession_targets(inc, relevant)
-                if targets:
-                    relevant = index.relevant(inc.ids, targets)
-                plan = judge(inc, relevant)
+                steps = merge_steps(index, batch, at, max_future)
+                plan = _drive(steps, lambda need: index.relevant(need.incoming.ids, need.targets))
             part = _result(PendingMerge(dest, plan, index.offset, 0), dry_run=dry_run)
             _add_up(total, part, keep_records=dry_run)
             held += [(h.source, h.line, h.record.raw) for h in plan.held]
