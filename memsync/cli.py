@@ -30,9 +30,9 @@ from memsync.core.compaction import (
     DEFAULT_QUIET_SECONDS,
 )
 from memsync.core.handoff import HandoffFilter
-from memsync.core.prompt import scope_matches
 from memsync.core.records import KINDS
 from memsync.core.timestamps import format_ts, parse_ts
+from memsync.core.view import select
 from memsync.errors import MemsyncError, NotQuiet, UsageError
 from memsync.hub.state import resolve_replica, retired, set_retired
 from memsync.hub.sync import sync_config
@@ -48,6 +48,11 @@ __all__ = ["main"]
 EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_NOT_QUIET = 0, 1, 2, 3
 
 Handler = Callable[[argparse.Namespace], int]
+
+_SCOPE_HELP = (
+    "the task's scope: entries of this scope, of the domains it is a subdomain of, and "
+    "global ones (handoff's --within is another filter)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -123,17 +128,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     view = view_of(_existing(args.files), args.now)
-    records = view.records
-    if args.scope is not None or args.kind:
-        kept = []
-        for rec in records:
-            obj = rec.fields()
-            if args.kind and obj["kind"] not in args.kind:
-                continue
-            if args.scope is not None and not scope_matches(obj.get("scope", "global"), args.scope):
-                continue
-            kept.append(rec)
-        records = kept
+    records = select(view.records, scope=args.scope, kinds=args.kind)
     out = sys.stdout.buffer
     if args.json:
         # The record objects exactly as written in their lines (rule 5), as one JSON array.
@@ -243,7 +238,7 @@ def cmd_handoff(args: argparse.Namespace) -> int:
     if src.resolve() == args.dest.resolve():
         raise UsageError(f"{args.dest}: cannot hand a file off to itself")
     selection = HandoffFilter(
-        scopes=tuple(args.scope),
+        scopes=tuple(args.within),
         kinds=tuple(args.kind),
         min_confidence=args.min_confidence,
         since=args.since,
@@ -513,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="the view of one or more files together")
     p.add_argument("files", type=Path, nargs="+", metavar="FILE")
-    p.add_argument("--scope", default=None)
+    p.add_argument("--scope", default=None, help=_SCOPE_HELP)
     p.add_argument("--kind", action="append", choices=KINDS, default=[])
     p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
     p.add_argument("--json", action="store_true", help="a JSON array of the live records")
@@ -521,7 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("prompt", help="the memory block for an agent's context")
     p.add_argument("files", type=Path, nargs="+", metavar="FILE")
-    p.add_argument("--scope", default=None)
+    p.add_argument("--scope", default=None, help=_SCOPE_HELP)
     p.add_argument("--max-chars", type=_positive_int, default=None, metavar="N")
     p.add_argument("--now", type=_timestamp, default=None, metavar="TS")
     p.set_defaults(handler=cmd_prompt)
@@ -548,7 +543,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("handoff", help="hand a memory, or a slice of it, to another agent")
     p.add_argument("src", type=Path, metavar="SRC")
     p.add_argument("dest", type=Path, metavar="DEST")
-    p.add_argument("--scope", action="append", default=[], help="repeat for several")
+    p.add_argument(
+        "--within",
+        dest="within",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="entries of this scope and, for a domain, of its subdomains (never global "
+        "ones: unlike show's --scope); repeat for several",
+    )
+    # The old spelling, kept for scripts: it meant --within (not show's --scope).
+    p.add_argument("--scope", dest="within", action="append", help=argparse.SUPPRESS)
     p.add_argument("--kind", action="append", choices=KINDS, default=[])
     p.add_argument("--min-confidence", type=_confidence, default=None, metavar="F")
     p.add_argument("--since", type=_timestamp, default=None, metavar="TS")

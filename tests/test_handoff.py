@@ -125,6 +125,14 @@ def src(tmp_path: Path) -> Path:
             [NOT_GH, PROJECT_X],
             id="scopes-repeated",
         ),
+        pytest.param(
+            ["--within", "github.com"], [GH_LESSON, GH_API, NEW, USER_LOW], id="within-domain"
+        ),
+        pytest.param(
+            ["--within", "project:x", "--scope", "notgithub.com"],
+            [NOT_GH, PROJECT_X],
+            id="within-and-old-spelling",
+        ),
         pytest.param(["--kind", "lesson"], [GH_LESSON, SUPERSEDER], id="kind"),
         pytest.param(
             ["--kind", "preference", "--kind", "avoid"],
