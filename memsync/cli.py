@@ -24,6 +24,7 @@ from memsync.config import (
     default_state_dir,
     load_config,
 )
+from memsync.configured import sync_config
 from memsync.core.compaction import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_HORIZON_DAYS,
@@ -35,7 +36,6 @@ from memsync.core.timestamps import format_ts, parse_ts
 from memsync.core.view import select
 from memsync.errors import MemsyncError, NotQuiet, UsageError
 from memsync.hub.state import resolve_replica, retired, set_retired
-from memsync.hub.sync import sync_config
 from memsync.local.fresh import now_us
 from memsync.local.memory import Memory
 from memsync.local.merge import MergeResult, handoff, merge_files, merge_indexed

@@ -30,15 +30,13 @@ from filelock import Timeout as _LockTimeout
 
 from memsync import _systemd
 from memsync.config import Config, RemoteConfig, load_config
+from memsync.configured import open_remote
 from memsync.core.timestamps import SECOND
 from memsync.core.watermarks import came_back
 from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
 from memsync.hub.compaction import compact_memory
 from memsync.hub.state import resolve_replica, retired
-from memsync.hub.sync import (
-    open_remote,
-    sync_once,
-)
+from memsync.hub.sync import sync_once
 from memsync.hub.transports import Transport
 from memsync.local.fresh import now_us
 from memsync.local.memory import Memory

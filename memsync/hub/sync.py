@@ -33,7 +33,6 @@ from typing import Any
 
 import xxhash
 
-from memsync.config import Config, RemoteConfig
 from memsync.core.lines import Header, classify
 from memsync.core.merge import line_digest
 from memsync.core.records import Record
@@ -52,13 +51,11 @@ from memsync.hub.state import (
     SyncState,
     hub_store_path,
     pass_lock,
-    resolve_replica,
     state_path,
 )
-from memsync.hub.transports import RemoteFile, Transport, open_transport
+from memsync.hub.transports import RemoteFile, Transport
 from memsync.local.fileindex import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
-from memsync.local.memory import Memory
 from memsync.local.merge import index_path, merge_chunks
 from memsync.local.storage import read_chunks
 
@@ -67,9 +64,6 @@ __all__ = [
     "MAX_PEER_BYTES",
     "PUSH_CHUNK_BYTES",
     "SyncReport",
-    "open_remote",
-    "resolve_replica",
-    "sync_config",
     "sync_once",
 ]
 
@@ -534,62 +528,3 @@ def sync_once(
         p.close()
         p.report.seconds = round(time.monotonic() - started, 4)
     return p.report
-
-
-def open_remote(remote: RemoteConfig) -> Transport:
-    """The transport of a configured remote (nothing is connected until it is used)."""
-    url = remote.parsed_url
-    return open_transport(
-        url.scheme,
-        url.path,
-        host=url.host,
-        user=url.user,
-        port=url.port,
-        identity_file=remote.identity_file,
-        known_hosts=remote.known_hosts,
-        accept_new_host_key=remote.accept_new_host_key,
-    )
-
-
-def sync_config(
-    config: Config,
-    *,
-    memory: str | None = None,
-    remote: str | None = None,
-    transports: dict[str, Transport] | None = None,
-    now: int | None = None,
-) -> list[SyncReport]:
-    """One pass for every memory and remote of `config` (or the one named): a remote that
-    fails does not stop the others. `transports`, when given, are reused and kept open
-    (the daemon's connections); otherwise they are opened and closed here."""
-    replica = resolve_replica(config.replica, config.state_dir)
-    own = transports is None
-    pool: dict[str, Transport] = {} if transports is None else transports
-    reports: list[SyncReport] = []
-    try:
-        for mem in config.memory:
-            if memory is not None and mem.name != memory:
-                continue
-            if not mem.path.exists():
-                Memory.open(mem.path)
-            for rc in config.memory_remotes(mem):
-                if remote is not None and rc.name != remote:
-                    continue
-                if rc.name not in pool:
-                    pool[rc.name] = open_remote(rc)
-                reports.append(
-                    sync_once(
-                        memory=mem.name,
-                        local=mem.path,
-                        remote=rc.name,
-                        transport=pool[rc.name],
-                        replica=replica,
-                        state_dir=config.state_dir,
-                        now=now,
-                    )
-                )
-    finally:
-        if own:
-            for t in pool.values():
-                t.close()
-    return reports
