@@ -25,9 +25,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from filelock import FileLock
-from filelock import Timeout as _LockTimeout
-
 from memsync import _systemd
 from memsync.config import Config, RemoteConfig, load_config
 from memsync.configured import open_remote
@@ -39,6 +36,7 @@ from memsync.hub.state import resolve_replica, retired
 from memsync.hub.sync import sync_once
 from memsync.hub.transports import Transport
 from memsync.local.fresh import now_us
+from memsync.local.lock import held
 from memsync.local.memory import Memory
 from memsync.local.reading import BadLineWatch
 from memsync.status import (
@@ -138,16 +136,9 @@ class Daemon:
 
     @contextmanager
     def _pid_lock(self, state_dir: Path) -> Iterator[None]:
-        lock = FileLock(pid_lock_path(state_dir), mode=0o600)
-        try:
-            lock.acquire(timeout=0)
-        except _LockTimeout:
-            raise DaemonAlreadyRunning(str(state_dir)) from None
-        try:
+        with held(pid_lock_path(state_dir), 0, lambda: DaemonAlreadyRunning(str(state_dir))):
             write_pid(state_dir)
             yield
-        finally:
-            lock.release()
 
     def _install_signals(self) -> None:
         # Handlers only set flags: the main loop does the work (never inside a handler).

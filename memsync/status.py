@@ -13,12 +13,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-from filelock import Timeout as _LockTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsync.core.timestamps import SECOND
 from memsync.core.watermarks import standing
+from memsync.local.lock import is_locked
 from memsync.local.storage import atomic_replace
 
 __all__ = [
@@ -120,15 +119,11 @@ def daemon_running(state_dir: Path) -> int | None:
     lock_file = pid_lock_path(state_dir)
     if not lock_file.exists():
         return None
-    lock = FileLock(lock_file, mode=0o600)
-    try:
-        lock.acquire(timeout=0)
-    except _LockTimeout:
+    if is_locked(lock_file):
         try:
             return int((state_dir / "daemon.pid").read_text().strip())
         except (OSError, ValueError):
             return -1
-    lock.release()
     return None
 
 

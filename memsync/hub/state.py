@@ -14,11 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-from filelock import Timeout as _LockTimeout
-
 from memsync.errors import LockTimeout
 from memsync.hub.transports import validate_name
+from memsync.local.lock import held
 from memsync.local.storage import atomic_replace
 
 __all__ = [
@@ -109,17 +107,9 @@ def pass_lock(state_dir: Path, memory: str, remote: str) -> Iterator[None]:
     `memsync sync` run at once must not both write our hub file)."""
     path = state_dir / "sync" / memory / f"{remote}.lock"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = FileLock(path, mode=0o600)
-    try:
-        lock.acquire(timeout=60)
-    except _LockTimeout:
-        raise LockTimeout(
-            f"{path}: another memsync process is syncing {memory} with {remote}"
-        ) from None
-    try:
+    busy = f"{path}: another memsync process is syncing {memory} with {remote}"
+    with held(path, 60, lambda: LockTimeout(busy)):
         yield
-    finally:
-        lock.release()
 
 
 def retired(state_dir: Path) -> set[str]:

@@ -52,9 +52,9 @@ from memsync.core.compaction import (
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND, format_ts
-from memsync.errors import LockTimeout, NotQuiet
+from memsync.errors import NotQuiet
 from memsync.local.fresh import header_line, now_us
-from memsync.local.lock import file_lock
+from memsync.local.lock import held, lock_path
 from memsync.local.procfs import Writer, writers
 from memsync.local.procfs import available as procfs_available
 from memsync.local.reading import no_gc
@@ -208,15 +208,9 @@ def compact_file(
 @contextmanager
 def _compaction_lock(path: Path, timeout: float) -> Iterator[None]:
     """The file's lock, or NotQuiet when another memsync process holds it."""
-    lock = file_lock(path, timeout)
-    try:
-        lock.__enter__()
-    except LockTimeout:
-        raise NotQuiet(f"{path}: locked by another memsync process") from None
-    try:
+    busy = f"{path}: locked by another memsync process"
+    with held(lock_path(path), timeout, lambda: NotQuiet(busy)):
         yield
-    finally:
-        lock.__exit__(None, None, None)
 
 
 def _check_quiet(path: Path, st: os.stat_result, quiet_seconds: float) -> None:
