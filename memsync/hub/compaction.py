@@ -18,12 +18,13 @@ from memsync.core.compaction import (
     DEFAULT_QUIET_SECONDS,
     compact_lines,
 )
+from memsync.core.lines import split_complete
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
 from memsync.core.watermarks import acknowledgement, covered_snapshot, marks_of, snapshot_of
 from memsync.errors import MemsyncError
 from memsync.hub.state import SyncState, hub_store_path, pass_lock, retired, state_path
-from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64, complete_lines
+from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64
 from memsync.hub.transports import Transport
 from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.fileindex import DigestStore
@@ -179,7 +180,7 @@ def compact_own_hub_file(
         tail = base64.b64decode(state.own_tail)
         if not data.endswith(tail):
             return None
-        lines, _ = complete_lines(data)
+        lines, _ = split_complete(data)
         plan, bad = compact_lines(lines, now=at, horizon=horizon, acknowledged=acknowledged)
         if bad:
             # Only we write this file, and only whole valid records: a bad line here is the

@@ -33,7 +33,7 @@ from typing import Any
 
 import xxhash
 
-from memsync.core.lines import Header, classify
+from memsync.core.lines import Header, classify, split_complete
 from memsync.core.merge import line_digest
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
@@ -118,11 +118,6 @@ class SyncReport:
 
 def _hash(data: bytes) -> str:
     return xxhash.xxh3_64_hexdigest(data)
-
-
-def complete_lines(data: bytes) -> tuple[list[bytes], int]:
-    end = data.rfind(b"\n") + 1
-    return (data[: end - 1].split(b"\n") if end else []), end
 
 
 def _generation(data: bytes) -> str | None:
@@ -264,7 +259,7 @@ class _Pass:
             if offset == 0:
                 generation, window = _generation(data), b""
             offset += len(data)
-            block, end = complete_lines(pending + data)
+            block, end = split_complete(pending + data)
             lines += block
             pending = (pending + data)[end:]
             window = (window + data)[-(HUB_TAIL_BYTES + len(pending)) :]
@@ -357,7 +352,7 @@ class _Pass:
             # More than we know of: our own write whose answer was lost (every line is one
             # of our local records), or someone else's (a clash).
             extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
-            lines, end = complete_lines(extra)
+            lines, end = split_complete(extra)
             # Only valid records tell whose bytes these are: a header is not one, nor is a
             # torn line of ours that a pass whose answer was lost terminated. A record went
             # out without the "\r" of a CRLF local line: either form is ours.

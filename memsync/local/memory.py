@@ -22,7 +22,7 @@ from memsync.core.compaction import (
     DEFAULT_HORIZON_DAYS,
     DEFAULT_QUIET_SECONDS,
 )
-from memsync.core.lines import Invalid, classify
+from memsync.core.lines import Invalid, classify, split_complete
 from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts, from_datetime
@@ -222,7 +222,8 @@ class Memory:
         """The `created_at` for a new record of `rid`: `core.clock.next_stamp` over the
         stamps near the end of the file and the newest record of `rid`."""
         size = self.path.stat().st_size if self.path.exists() else 0
-        lines, _ = _split(read_tail(self.path, size, _TAIL_FOR_CLOCK)) if size else ([], 0)
+        # The first line of a tail read may be cut; then it is simply invalid.
+        lines, _ = split_complete(read_tail(self.path, size, _TAIL_FOR_CLOCK)) if size else ([], 0)
         recent = []
         for raw in lines:
             rec = classify(raw, source=str(self.path))
@@ -255,12 +256,6 @@ class Memory:
                     if type(rec) is Record and rec.id == rid:
                         index.add(rec)
         return index.current(rid)
-
-
-def _split(data: bytes) -> tuple[list[bytes], int]:
-    """Complete lines of a tail read; the first may be cut, and then it is simply invalid."""
-    end = data.rfind(b"\n") + 1
-    return (data[: end - 1].split(b"\n") if end else []), end
 
 
 def _as_us(value: int | datetime | None) -> int | None:
