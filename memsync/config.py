@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from memsync.core.compaction import DEFAULT_HORIZON_DAYS, DEFAULT_QUIET_SECONDS
+from memsync.core.names import valid_name
 from memsync.errors import ConfigError
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "parse_remote_url",
 ]
 
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _HOST_RE = re.compile(r"[A-Za-z0-9._:%-]+")
 _SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key")
@@ -68,8 +68,7 @@ _URL_FORMS = "a path, file:///path, ssh://[user@]host[:port]/path or ssh://alias
 
 def _check_name(value: str) -> str:
     """Return `value` if it is a name the hub can use as a path component, else raise."""
-    # "." and ".." match the character class but would climb out of <remote>/<memory-name>/.
-    if not _NAME_RE.fullmatch(value) or value in {".", ".."}:
+    if not valid_name(value):
         raise ValueError(
             f"invalid name {value!r}: use 1 to 64 of the characters A-Z a-z 0-9 . _ -"
             " (and not '.' or '..')"

@@ -12,17 +12,15 @@ checked with `validate_name`; symlinks are never followed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from memsync.core.names import valid_name
 from memsync.errors import MemsyncError, TransportError, TransportTimeout
 
 __all__ = ["RemoteFile", "Transport", "check_name", "map_errors", "validate_name"]
-
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def validate_name(name: str) -> bool:
@@ -30,7 +28,7 @@ def validate_name(name: str) -> bool:
 
     `[A-Za-z0-9._-]{1,64}`, and neither "." nor "..": no separators, no traversal.
     """
-    return name not in (".", "..") and _NAME.fullmatch(name) is not None
+    return valid_name(name)
 
 
 def check_name(where: str, *names: str) -> None:
