@@ -391,4 +391,4 @@ def test_the_daemon_is_wiring_only() -> None:
     for name in ("classify", "compact_file", "compact_own_hub_file", "acknowledged_for"):
         assert name not in source
     assert "compact_memory(" in source
-    assert "compact_memory(" in MODULES["memsync.cli"].read_text(encoding="utf-8")
+    assert "compact_memory(" in MODULES["memsync.cli._files"].read_text(encoding="utf-8")
