@@ -24,7 +24,8 @@ from memsync.cli import main
 from memsync.core.lines import Header, Invalid, classify, split_complete
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
-from memsync.local.compaction import CompactionResult, Drained, compact_file, drain, rejected_path
+from memsync.local.compaction import CompactionResult, compact_file
+from memsync.local.drain import Drained, drain, rejected_path
 from memsync.local.fresh import header_line
 from memsync.local.merge import merge_files
 from memsync.local.reading import view_of
