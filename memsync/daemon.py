@@ -258,12 +258,8 @@ class Daemon:
                     backoff.failures,
                 )
             backoff.failures, backoff.next_try = 0, 0.0
-            st.last_success, st.last_error, st.failing_since = now, None, None
-            st.records_in += report.pulled_records
-            st.records_out += report.pushed_records
-            st.held = list(report.held)
             self._note_returns(memory, remote, st.replicas, report.replicas, now)
-            st.replicas, st.holding_back = dict(report.replicas), list(report.holding_back)
+            st.note_pass(report, now)
             if report.pulled_records or report.pushed_records:
                 logger.info(
                     "%s <-> %s: %d in, %d out",
@@ -280,8 +276,7 @@ class Daemon:
             backoff.failures += 1
             delay = min(BACKOFF_CAP, 2.0 ** min(backoff.failures, 12)) * random.uniform(0.8, 1.2)  # noqa: S311 (jitter)
             backoff.next_try = time.monotonic() + delay
-            st.last_error = report.error
-            st.failing_since = st.failing_since or now
+            st.note_failure(report.error, now)
             self._requests.add(memory, remote)
 
     def _note_returns(
@@ -552,24 +547,3 @@ class Daemon:
 
 def _pid() -> int:
     return os.getpid()
-
-
-def describe_start(config: Config, config_path: Path | None, default_path: Path) -> list[str]:
-    """The first log lines: what the daemon watches and, on the embedded default, how to
-    add a remote."""
-    lines = []
-    for mem in config.memory:
-        remotes = ", ".join(rc.name for rc in config.memory_remotes(mem)) or "no remotes"
-        lines.append(f"watching {mem.path} (memory {mem.name!r}; {remotes})")
-    if config_path is None:
-        lines.append(
-            f"no config file at {default_path}: running on the embedded default "
-            "(validation and scheduled compaction only)"
-        )
-        lines.append(
-            f"to sync with other machines, write {default_path} with a [[remote]] "
-            "(see config.example.toml), then restart the daemon"
-        )
-    lines.append(f"compaction schedule: {config.compaction.schedule!r} (local time)")
-    lines.append(f"state directory: {config.state_dir}")
-    return lines

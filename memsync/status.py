@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -19,6 +20,9 @@ from memsync.core.timestamps import SECOND
 from memsync.core.watermarks import standing
 from memsync.local.lock import is_locked
 from memsync.local.storage import atomic_replace
+
+if TYPE_CHECKING:
+    from memsync.hub.sync import SyncReport
 
 __all__ = [
     "FAILING_TOO_LONG",
@@ -65,6 +69,19 @@ class RemoteStatus(_Model):
     """The other replicas in the hub and when each last published its watermarks."""
     holding_back: list[str] = Field(default_factory=list)
     """Replicas that have not read everything yet: compaction keeps tombstones for them."""
+
+    def note_pass(self, report: SyncReport, now: int) -> None:
+        """Take in a pass that succeeded at `now`."""
+        self.last_success, self.last_error, self.failing_since = now, None, None
+        self.records_in += report.pulled_records
+        self.records_out += report.pushed_records
+        self.held = list(report.held)
+        self.replicas, self.holding_back = dict(report.replicas), list(report.holding_back)
+
+    def note_failure(self, error: str | None, now: int) -> None:
+        """Take in a pass that failed at `now` with `error`."""
+        self.last_error = error
+        self.failing_since = self.failing_since or now
 
 
 class MemoryStatus(_Model):

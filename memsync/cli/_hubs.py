@@ -27,7 +27,14 @@ from memsync.local.fresh import now_us
 from memsync.status import daemon_running, evaluate, read_status
 from memsync.status import to_json as status_json
 
-__all__ = ["cmd_check_config", "cmd_daemon", "cmd_forget_replica", "cmd_status", "cmd_sync"]
+__all__ = [
+    "cmd_check_config",
+    "cmd_daemon",
+    "cmd_forget_replica",
+    "cmd_status",
+    "cmd_sync",
+    "describe_start",
+]
 
 
 # Sync: sync, check-config
@@ -129,7 +136,7 @@ def _daemon_logging(level_name: str, verbose: int) -> None:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from memsync.daemon import Daemon, describe_start
+    from memsync.daemon import Daemon
 
     config, path = _daemon_config(args.config)
     _daemon_logging(config.daemon.log_level, args.verbose)
@@ -185,3 +192,24 @@ def cmd_forget_replica(args: argparse.Namespace) -> int:
     set_retired(config.state_dir, names)
     print(f"replica {args.replica!r} {verb}")
     return EXIT_OK
+
+
+def describe_start(config: Config, config_path: Path | None, default_path: Path) -> list[str]:
+    """The first log lines: what the daemon watches and, on the embedded default, how to
+    add a remote."""
+    lines = []
+    for mem in config.memory:
+        remotes = ", ".join(rc.name for rc in config.memory_remotes(mem)) or "no remotes"
+        lines.append(f"watching {mem.path} (memory {mem.name!r}; {remotes})")
+    if config_path is None:
+        lines.append(
+            f"no config file at {default_path}: running on the embedded default "
+            "(validation and scheduled compaction only)"
+        )
+        lines.append(
+            f"to sync with other machines, write {default_path} with a [[remote]] "
+            "(see config.example.toml), then restart the daemon"
+        )
+    lines.append(f"compaction schedule: {config.compaction.schedule!r} (local time)")
+    lines.append(f"state directory: {config.state_dir}")
+    return lines
