@@ -18,21 +18,11 @@ from memsync.core.lines import classify, split_complete
 from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
 from memsync.local.reading import view_of
+from tests.common import JSON_KEYS
 
 NOW = "2026-12-01T00:00:00Z"
 HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-01T00:00:00Z"}'
 DEST_HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-10-01T00:00:00Z"}'
-JSON_KEYS = {
-    "dest",
-    "appended",
-    "bytes_appended",
-    "duplicates",
-    "beaten",
-    "held",
-    "bad",
-    "twins",
-    "dry_run",
-}
 
 
 @pytest.fixture(autouse=True)

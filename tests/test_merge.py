@@ -28,6 +28,7 @@ from memsync.local.fileindex import FileIndex
 from memsync.local.memory import Memory
 from memsync.local.merge import apply_merge, index_path, plan_file_merge
 from memsync.local.reading import view_of
+from tests.common import JSON_KEYS
 
 NOW = "2026-12-01T00:00:00Z"
 _NOW_US = parse_ts(NOW)
@@ -35,17 +36,6 @@ assert _NOW_US is not None
 NOW_US: int = _NOW_US
 HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-01T00:00:00Z"}'
 OTHER_HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-02T00:00:00Z"}'
-JSON_KEYS = {
-    "dest",
-    "appended",
-    "bytes_appended",
-    "duplicates",
-    "beaten",
-    "held",
-    "bad",
-    "twins",
-    "dry_run",
-}
 
 Run = tuple[int, str, str]
 

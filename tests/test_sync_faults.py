@@ -45,13 +45,6 @@ from tests.sync_helpers import (
 )
 
 
-@pytest.fixture
-def hub(tmp_path: Path) -> Path:
-    root = tmp_path / "hub"
-    root.mkdir()
-    return root
-
-
 def _failed_lines(out: str) -> list[str]:
     return [line for line in out.splitlines() if "FAILED" in line]
 
