@@ -36,6 +36,8 @@ __all__ = [
     "pid_lock_path",
     "read_status",
     "status_path",
+    "to_json",
+    "write_pid",
     "write_status",
 ]
 

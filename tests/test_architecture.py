@@ -392,3 +392,54 @@ def test_the_daemon_is_wiring_only() -> None:
         assert name not in source
     assert "compact_memory(" in source
     assert "compact_memory(" in MODULES["memsync.cli._files"].read_text(encoding="utf-8")
+
+
+def _all_of(path: Path) -> list[str] | None:
+    """The names a module's `__all__` lists (read with `ast`: nothing is imported)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        target: ast.expr
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "__all__":
+            names = ast.literal_eval(value)
+            assert isinstance(names, list)
+            return [str(n) for n in names]
+    return None
+
+
+def _defined(path: Path) -> tuple[set[str], set[str]]:
+    """The top-level names a module binds, and the public functions and classes it defines."""
+    bound: set[str] = set()
+    public: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            bound.add(node.name)
+            if not node.name.startswith("_"):
+                public.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names = t.elts if isinstance(t, ast.Tuple) else [t]
+                bound.update(n.id for n in names if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return bound, public
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.endswith("__main__")))
+def test_modules_are_private_or_have_an_honest_all(name: str) -> None:
+    """STYLE guideline 3: every module has an `__all__` (private `_modules` may skip it),
+    listing only names it binds and every public function and class it defines."""
+    path = MODULES[name]
+    listed = _all_of(path)
+    if listed is None:
+        assert path.stem != "__init__", f"{name} has no __all__"
+        assert path.stem.startswith("_"), f"{name} has no __all__"
+        return
+    bound, public = _defined(path)
+    assert set(listed) <= bound, f"{name}.__all__ names what it does not bind"
+    assert public <= set(listed), f"{name} defines public names outside __all__"

@@ -53,7 +53,7 @@ from memsync.errors import MemsyncError, NotQuiet
 __all__ = ["main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="memsync",
         description="Keep agent memory files consistent across machines and agents.",
@@ -218,7 +218,7 @@ def _setup_logging(verbose: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (see the module docstring)."""
     try:
-        args = build_parser().parse_args(argv)
+        args = _build_parser().parse_args(argv)
         _setup_logging(args.verbose)
         handler: Handler = args.handler
         return handler(args)

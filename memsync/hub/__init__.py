@@ -2,3 +2,5 @@
 and its compaction, and the transports (DESIGN.md, "hub")."""
 
 from __future__ import annotations
+
+__all__: list[str] = []

@@ -64,6 +64,7 @@ __all__ = [
     "MAX_PEER_BYTES",
     "PUSH_CHUNK_BYTES",
     "SyncReport",
+    "b64",
     "sync_once",
 ]
 

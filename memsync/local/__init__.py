@@ -2,3 +2,5 @@
 compaction, and the `Memory` facade on top of them (DESIGN.md, "local")."""
 
 from __future__ import annotations
+
+__all__: list[str] = []

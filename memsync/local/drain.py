@@ -209,7 +209,7 @@ def clean_up(path: Path, now: int) -> None:
                 logger.info("%s: removing a stale temp file", leftover)
                 unlink(leftover)
         elif (m := _ASIDE.match(rest)) is not None:
-            recover(path, leftover, int(m.group(2)), now)
+            _recover(path, leftover, int(m.group(2)), now)
 
 
 def _stale(leftover: Path, m: re.Match[str] | None) -> bool:
@@ -234,7 +234,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def recover(path: Path, aside: Path, offset: int, now: int) -> None:
+def _recover(path: Path, aside: Path, offset: int, now: int) -> None:
     try:
         fd = os.open(aside, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

@@ -44,7 +44,7 @@ _CHUNK = 32 * 1024  # the largest SFTP write every server accepts (draft-ietf-se
 _T = TypeVar("_T")
 
 
-def fingerprint(key: paramiko.PKey) -> str:
+def _fingerprint(key: paramiko.PKey) -> str:
     """The OpenSSH form of a key's fingerprint: `SHA256:<base64 without padding>`."""
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
@@ -60,7 +60,7 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
         owner = self.owner
-        described = f"{key.get_name()} {fingerprint(key)}"
+        described = f"{key.get_name()} {_fingerprint(key)}"
         if not owner.accept_new_host_key:
             raise HostKeyError(
                 f"{owner.server}: unknown host key {described}; check it, then add it to "
@@ -190,8 +190,8 @@ class SSHTransport:
             client.close()
             raise HostKeyError(
                 f"{self.server}: HOST KEY CHANGED (possible man-in-the-middle): it offers "
-                f"{exc.key.get_name()} {fingerprint(exc.key)}, but {self.known_hosts} has "
-                f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}; if the change "
+                f"{exc.key.get_name()} {_fingerprint(exc.key)}, but {self.known_hosts} has "
+                f"{exc.expected_key.get_name()} {_fingerprint(exc.expected_key)}; if the change "
                 f"is expected, remove the old entry (ssh-keygen -R) and connect again"
             ) from None
         except paramiko.SSHException as exc:
