@@ -16,11 +16,10 @@ anything but holding a tombstone back (a bogus watermark can only keep tombstone
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
 
 __all__ = [
@@ -28,7 +27,7 @@ __all__ = [
     "Snapshot",
     "Standing",
     "Watermarks",
-    "acknowledgement",
+    "acknowledged",
     "came_back",
     "covered_snapshot",
     "covers",
@@ -102,19 +101,11 @@ def covered_snapshot(
     return None
 
 
-def acknowledgement(
-    seen_at: Callable[[bytes], int | None], covered: Snapshot | None
-) -> Callable[[Record], bool]:
-    """The predicate compaction asks (rule 15): a tombstone is acknowledged when it was
-    seen in the hub no later than a snapshot every replica has read past."""
-
-    def acknowledged(rec: Record) -> bool:
-        if covered is None:
-            return False
-        seen = seen_at(rec.raw)
-        return seen is not None and seen <= covered.time
-
-    return acknowledged
+def acknowledged(seen: int | None, covered: Snapshot | None) -> bool:
+    """Whether a tombstone first seen in the hub at `seen` (None: never seen there) is
+    acknowledged (rule 15): seen no later than `covered`, a snapshot every other replica
+    has read past (`covered_snapshot`)."""
+    return covered is not None and seen is not None and seen <= covered.time
 
 
 def snapshot_of(doc: dict[str, Any]) -> Snapshot:

@@ -16,17 +16,24 @@ from memsync.core.compaction import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_HORIZON_DAYS,
     DEFAULT_QUIET_SECONDS,
-    compact_lines,
+    Survey,
+    plan_compaction,
 )
 from memsync.core.lines import split_complete
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
-from memsync.core.watermarks import acknowledgement, covered_snapshot, marks_of, snapshot_of
+from memsync.core.watermarks import (
+    Snapshot,
+    acknowledged,
+    covered_snapshot,
+    marks_of,
+    snapshot_of,
+)
 from memsync.errors import MemsyncError
 from memsync.hub.state import SyncState, hub_store_path, pass_lock, retired, state_path
 from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64
 from memsync.hub.transports import Transport
-from memsync.local.compaction import CompactionResult, compact_file
+from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
 from memsync.local.fileindex import DigestStore
 from memsync.local.fresh import header_line, now_us
 
@@ -70,12 +77,17 @@ def _acknowledged(
         }
         covered = covered_snapshot([snapshot_of(d) for d in state.snapshots], others)
         store = stores.enter_context(DigestStore(hub_store_path(state_dir, memory, remote)))
-        checks.append(acknowledgement(store.seen_at, covered))
+        checks.append(_check(store, covered))
 
-    def acknowledged(rec: Record) -> bool:
+    def by_every_hub(rec: Record) -> bool:
         return all(check(rec) for check in checks)
 
-    return acknowledged
+    return by_every_hub
+
+
+def _check(store: DigestStore, covered: Snapshot | None) -> Callable[[Record], bool]:
+    """One hub's word on a tombstone: when the store saw it, judged by the core."""
+    return lambda rec: acknowledged(store.seen_at(rec.raw), covered)
 
 
 @dataclass
@@ -181,7 +193,11 @@ def compact_own_hub_file(
         if not data.endswith(tail):
             return None
         lines, _ = split_complete(data)
-        plan, bad = compact_lines(lines, now=at, horizon=horizon, acknowledged=acknowledged)
+        survey = Survey()
+        survey.fold(lines)
+        acked = acknowledged_lines(survey, at, horizon, acknowledged)
+        plan = plan_compaction(survey, now=at, horizon=horizon, acknowledged=acked)
+        bad = plan.account(lines)
         if bad:
             # Only we write this file, and only whole valid records: a bad line here is the
             # rest of a write cut short, whose record was pushed again whole. Keep them.

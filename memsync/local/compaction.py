@@ -45,6 +45,7 @@ from memsync.core.compaction import (
     CompactionPlan,
     Rejected,
     Survey,
+    expiring_tombstones,
     plan_compaction,
 )
 from memsync.core.lines import Header, classify
@@ -72,6 +73,7 @@ __all__ = [
     "DEFAULT_HORIZON_DAYS",
     "DEFAULT_QUIET_SECONDS",
     "CompactionResult",
+    "acknowledged_lines",
     "compact_file",
     "rejected_path",
 ]
@@ -133,6 +135,18 @@ class CompactionResult:
             "rewritten": self.rewritten,
             "dry_run": self.dry_run,
         }
+
+
+def acknowledged_lines(
+    survey: Survey, now: int, horizon: int, acknowledged: Callable[[Record], bool] | None
+) -> frozenset[bytes] | None:
+    """What the core's plan takes (rule 15): the lines of the tombstones past the horizon
+    that every replica has read, asked of `acknowledged` (the hub's word, which reads its
+    digest stores) here in the shell; None when there is no hub."""
+    if acknowledged is None:
+        return None
+    expiring = expiring_tombstones(survey, now=now, horizon=horizon)
+    return frozenset(t.raw for t in expiring if acknowledged(t))
 
 
 def compact_file(
@@ -261,9 +275,8 @@ class _Work:
         if self.lines != records + 1 or not self.first_is_header:
             return False
         with no_gc():
-            plan = plan_compaction(
-                self.survey_, now=self.now, horizon=horizon, acknowledged=acknowledged
-            )
+            acked = acknowledged_lines(self.survey_, self.now, horizon, acknowledged)
+            plan = plan_compaction(self.survey_, now=self.now, horizon=horizon, acknowledged=acked)
         self.plan = plan
         if len(plan.keep) != records:
             return False
@@ -283,7 +296,10 @@ class _Work:
         bad: list[Rejected] = []
         with no_gc():
             plan = self.plan or plan_compaction(
-                self.survey_, now=self.now, horizon=horizon, acknowledged=acknowledged
+                self.survey_,
+                now=self.now,
+                horizon=horizon,
+                acknowledged=acknowledged_lines(self.survey_, self.now, horizon, acknowledged),
             )
             self.plan = plan
             for chunk in read_chunks_fd(self.fd, stop=self.end):

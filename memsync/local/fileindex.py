@@ -244,7 +244,7 @@ class FileIndex(_Store):
     # Questions a merge asks
 
     def intersection(self, digests: list[int], /) -> Collection[int]:
-        """Which of `digests` are lines of the file (the `DigestSet` protocol)."""
+        """Which of `digests` are lines of the file (the answer to `core.merge.Known`)."""
         self._asked += len(digests)
         if self._cache is not None or self._asked > _CACHE_AFTER:
             return self._load_cache().intersection(digests)

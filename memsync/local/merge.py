@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from memsync.core.handoff import HandoffFilter, select_handoff
 from memsync.core.lines import classify
 from memsync.core.merge import (
     DEFAULT_MAX_FUTURE,
+    Known,
     MergePlan,
     MergeSteps,
     Relevant,
@@ -68,12 +69,22 @@ def read_digests(path: Path) -> tuple[set[int], int, int]:
     return digests, end, ino
 
 
-def _drive(steps: MergeSteps, read: Callable[[Relevant], Index]) -> MergePlan:
-    """Run the core's merge sequence, answering each of its asks with `read`."""
-    need = next(steps)
+def _drive(
+    steps: MergeSteps,
+    known: list[Callable[[list[int]], Collection[int]]],
+    read: Callable[[Relevant], Index],
+) -> MergePlan:
+    """Run the core's merge sequence: `known[0]` answers which digests the destination
+    holds; the box is emptied once the lines are collected, so that a file's digests (which
+    can be large) are freed before its records are read; `read` reads those."""
+    ask = next(steps)
     try:
         while True:
-            need = steps.send(read(need))
+            if isinstance(ask, Known):
+                ask = steps.send(known[0](ask.digests))
+            else:
+                known.clear()
+                ask = steps.send(read(ask))
     except StopIteration as done:
         plan: MergePlan = done.value
         return plan
@@ -103,10 +114,11 @@ def _plan(
 ) -> PendingMerge:
     digests, end, ino = read_digests(dest)
     at = now_us() if now is None else now
-    steps = merge_steps(digests, lines, at, max_future)
-    del digests  # the steps free them once collected
+    steps = merge_steps(lines, at, max_future)
+    known: list[Callable[[list[int]], Collection[int]]] = [digests.intersection]
+    del digests  # the driver drops them once the lines are collected
     with no_gc():
-        plan = _drive(steps, _file_reader(dest))
+        plan = _drive(steps, known, _file_reader(dest))
     return PendingMerge(dest, plan, end, ino)
 
 
@@ -411,8 +423,11 @@ def merge_chunks(
         held: list[tuple[str, int, bytes]] = []
         for batch in _batches(source, None if dry_run else BATCH_LINES):
             with no_gc():
-                steps = merge_steps(index, batch, at, max_future)
-                plan = _drive(steps, lambda need: index.relevant(need.incoming.ids, need.targets))
+                plan = _drive(
+                    merge_steps(batch, at, max_future),
+                    [index.intersection],
+                    lambda need: index.relevant(need.incoming.ids, need.targets),
+                )
             part = _result(PendingMerge(dest, plan, index.offset, 0), dry_run=dry_run)
             _add_up(total, part, keep_records=dry_run)
             held += [(h.source, h.line, h.record.raw) for h in plan.held]
