@@ -62,8 +62,7 @@ def _size(n: int) -> str:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     config = _load_config(args.config)
-    names = {m.name for m in config.memory}
-    if args.memory is not None and args.memory not in names:
+    if args.memory is not None and config.memory_named(args.memory) is None:
         raise UsageError(f"no memory named {args.memory!r} in the config")
     if args.remote is not None and args.remote not in {r.name for r in config.remote}:
         raise UsageError(f"no remote named {args.remote!r} in the config")
