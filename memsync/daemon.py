@@ -26,10 +26,10 @@ from types import FrameType
 from typing import Any
 
 from memsync import _systemd
+from memsync._watch import watch_jsonl
 from memsync.config import Config, RemoteConfig, load_config
 from memsync.configured import open_remote
 from memsync.core.timestamps import SECOND
-from memsync.core.watermarks import came_back
 from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
 from memsync.hub.compaction import compact_memory
 from memsync.hub.state import resolve_replica, retired
@@ -44,6 +44,7 @@ from memsync.status import (
     MemoryStatus,
     RemoteStatus,
     pid_lock_path,
+    returns,
     write_pid,
     write_status,
 )
@@ -287,37 +288,11 @@ class Daemon:
         after: dict[str, int | None],
         now: int,
     ) -> None:
-        """Say loudly when a replica that had been silent for longer than the tombstone
-        horizon publishes again (rule 15): tombstones it never read are still here unless it
-        was retired, in which case entries deleted long ago may come back from it."""
+        """Say loudly when a replica silent for longer than the horizon publishes again."""
         horizon = self.config.compaction.tombstone_horizon_days * 86_400 * SECOND
         gone = retired(self.config.state_dir)
-        for name, seen in after.items():
-            last = before.get(name)
-            if last is None or not came_back(last, seen, now=now, horizon=horizon):
-                continue
-            days = (now - last) / SECOND / 86_400
-            if name in gone:
-                logger.warning(
-                    "%s <-> %s: retired replica %r is back after %.0f days: tombstones it "
-                    "never read may be gone, so entries deleted meanwhile may come back from "
-                    "it; check `memsync show` (and `memsync forget-replica --undo %s`)",
-                    memory,
-                    remote,
-                    name,
-                    days,
-                    name,
-                )
-            else:
-                logger.warning(
-                    "%s <-> %s: replica %r is back after %.0f days (longer than the "
-                    "tombstone horizon); every tombstone it had not read was kept, so what "
-                    "it brings is merged against them",
-                    memory,
-                    remote,
-                    name,
-                    days,
-                )
+        for message in returns(memory, remote, before, after, now, horizon, gone):
+            logger.warning("%s", message)
 
     def _validate(self, memory: str) -> None:
         """Log each new bad line of a local file once (incremental: only new bytes)."""
@@ -411,26 +386,7 @@ class Daemon:
         self._watcher.start()
 
     def _watch(self, paths: list[Path], stop: threading.Event) -> None:
-        import watchfiles
-
-        def jsonl(change: object, path: str) -> bool:
-            return path.endswith(".jsonl")
-
-        try:
-            for changes in watchfiles.watch(
-                *paths,
-                watch_filter=jsonl,
-                debounce=self.config.daemon.debounce_ms,
-                step=20,  # the quiet wait after a change: each ms adds to every hop
-                stop_event=stop,
-                recursive=False,
-                raise_interrupt=False,
-                rust_timeout=1000,
-                yield_on_timeout=False,
-            ):
-                self._on_changes({Path(p) for _, p in changes})
-        except Exception as exc:  # noqa: BLE001 (the watcher is an accelerator; polling still runs)
-            logger.warning("file watching stopped (%s); relying on polling", exc)
+        watch_jsonl(paths, stop, self.config.daemon.debounce_ms, self._on_changes)
 
     def _on_changes(self, changed: set[Path]) -> None:
         for mem in self.config.memory:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsync.core.timestamps import SECOND
-from memsync.core.watermarks import standing
+from memsync.core.watermarks import came_back, standing
 from memsync.local.lock import is_locked
 from memsync.local.storage import atomic_replace
 
@@ -35,6 +35,7 @@ __all__ = [
     "evaluate",
     "pid_lock_path",
     "read_status",
+    "returns",
     "status_path",
     "to_json",
     "write_pid",
@@ -222,3 +223,38 @@ def to_json(status: DaemonStatus | None, verdict: Verdict) -> str:
 
 def write_pid(state_dir: Path) -> None:
     atomic_replace(state_dir / "daemon.pid", f"{os.getpid()}\n".encode())
+
+
+def returns(
+    memory: str,
+    remote: str,
+    before: dict[str, int | None],
+    after: dict[str, int | None],
+    now: int,
+    horizon: float,
+    retired: set[str],
+) -> list[str]:
+    """What to say loudly when a replica that had been silent for longer than the tombstone
+    horizon publishes again (rule 15): its watermarks were updated at `before[name]` and are
+    now at `after[name]`. Tombstones it never read are still here unless it was retired, in
+    which case entries deleted long ago may come back from it."""
+    out = []
+    for name, seen in after.items():
+        last = before.get(name)
+        if last is None or not came_back(last, seen, now=now, horizon=horizon):
+            continue
+        days = (now - last) / SECOND / 86_400
+        if name in retired:
+            out.append(
+                f"{memory} <-> {remote}: retired replica {name!r} is back after {days:.0f} "
+                "days: tombstones it never read may be gone, so entries deleted meanwhile may "
+                "come back from it; check `memsync show` (and `memsync forget-replica --undo "
+                f"{name}`)"
+            )
+        else:
+            out.append(
+                f"{memory} <-> {remote}: replica {name!r} is back after {days:.0f} days "
+                "(longer than the tombstone horizon); every tombstone it had not read was "
+                "kept, so what it brings is merged against them"
+            )
+    return out

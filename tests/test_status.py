@@ -22,6 +22,7 @@ from memsync.status import (
     RemoteStatus,
     evaluate,
     pid_lock_path,
+    returns,
     write_pid,
     write_status,
 )
@@ -176,3 +177,26 @@ def test_evaluate_boundaries() -> None:
     assert not stopped.running
     assert all("stale" not in p for p in stopped.problems)  # not running says it all
     assert stopped.problems[0].startswith("the daemon is not running")
+
+
+def test_a_replica_back_after_the_horizon_is_said_loudly() -> None:
+    """The daemon's warnings when a replica silent past the horizon publishes again: a
+    retired one may bring deleted entries back; another one had its tombstones kept."""
+    day = 86_400 * SECOND
+    now = 1_000 * day
+    before = {"old": now - 100 * day, "gone": now - 100 * day, "fresh": now - day, "new": None}
+    after: dict[str, int | None] = {"old": now, "gone": now, "fresh": now, "new": now}
+    said = returns("notes", "nas", before, after, now, 90 * day, {"gone"})
+    assert said == [
+        (
+            "notes <-> nas: replica 'old' is back after 100 days (longer than the tombstone "
+            "horizon); every tombstone it had not read was kept, so what it brings is merged "
+            "against them"
+        ),
+        (
+            "notes <-> nas: retired replica 'gone' is back after 100 days: tombstones it never "
+            "read may be gone, so entries deleted meanwhile may come back from it; check "
+            "`memsync show` (and `memsync forget-replica --undo gone`)"
+        ),
+    ]
+    assert returns("notes", "nas", before, before, now, 90 * day, set()) == []
