@@ -18,13 +18,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from memsync.core.timestamps import parse_ts
 
 __all__ = [
     "WATERMARK_SUFFIX",
+    "MarksDoc",
+    "Position",
     "Snapshot",
+    "SnapshotDoc",
     "Standing",
     "Watermarks",
     "acknowledged",
@@ -108,14 +111,38 @@ def acknowledged(seen: int | None, covered: Snapshot | None) -> bool:
     return covered is not None and seen is not None and seen <= covered.time
 
 
-def snapshot_of(doc: dict[str, Any]) -> Snapshot:
+Position = list[Any]
+"""`[offset, generation]` as kept in the sync state (JSON: a list)."""
+
+
+class SnapshotDoc(TypedDict):
+    """A `Snapshot` as the sync state keeps it (JSON)."""
+
+    time: int
+    sizes: dict[str, Position]
+
+
+class MarksDoc(TypedDict):
+    """A peer's watermarks as the sync state caches them (JSON): the size and mtime of its
+    watermark file when read, and what it said (`read` None: not a watermark document)."""
+
+    size: int
+    mtime: float
+    read: dict[str, Position] | None
+    updated_at: int | None
+
+
+def snapshot_of(doc: SnapshotDoc) -> Snapshot:
+    """The `Snapshot` a state document holds."""
     return Snapshot(doc["time"], {k: (v[0], v[1]) for k, v in doc["sizes"].items()})
 
 
-def marks_of(replica: str, doc: dict[str, Any] | None) -> Watermarks | None:
-    if doc is None or doc.get("read") is None:
+def marks_of(replica: str, doc: MarksDoc | None) -> Watermarks | None:
+    """The `Watermarks` a state document holds for `replica`, or None (none readable)."""
+    positions = None if doc is None else doc.get("read")
+    if doc is None or positions is None:
         return None
-    read = {k: (v[0], v[1]) for k, v in doc["read"].items()}
+    read = {k: (v[0], v[1]) for k, v in positions.items()}
     return Watermarks(replica, read, doc.get("updated_at"))
 
 

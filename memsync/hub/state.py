@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memsync.core.watermarks import MarksDoc, SnapshotDoc
 from memsync.errors import LockTimeout
 from memsync.hub.transports import validate_name
 from memsync.local.lock import held
@@ -83,8 +84,8 @@ class SyncState:
     pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
     peers: dict[str, PeerState] = field(default_factory=dict)
     watermarks: str = ""  # the last watermark document published
-    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.core.watermarks
-    marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # peers' watermarks
+    snapshots: list[SnapshotDoc] = field(default_factory=list)  # see memsync.core.watermarks
+    marks: dict[str, MarksDoc] = field(default_factory=dict)  # peers' watermarks
     replica: str | None = None  # the replica id, so the file, the own_* fields are about
 
     @classmethod

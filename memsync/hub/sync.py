@@ -201,7 +201,7 @@ class _Pass:
             f.name[: -len(WATERMARK_SUFFIX)] for f in files if f.name.endswith(WATERMARK_SUFFIX)
         }
         self.report.replicas = {
-            name: self.state.marks.get(name, {}).get("updated_at")
+            name: None if (m := self.state.marks.get(name)) is None else m.get("updated_at")
             for name in sorted(known - {self.replica})
         }
         if chunks:
