@@ -38,7 +38,7 @@ from pathlib import Path
 
 from common import machine
 
-from memsync.memfile import Memory
+from memsync.local.memory import Memory
 
 MEMORY = "m"
 

@@ -85,7 +85,7 @@ def main() -> None:
 def _in_process(a: Path, b: Path, state: Path) -> Run:
     code = (
         "import time, resource, sys; from pathlib import Path; "
-        "from memsync.merging import merge_indexed; t=time.perf_counter(); "
+        "from memsync.local.merge import merge_indexed; t=time.perf_counter(); "
         f"merge_indexed(Path({str(a)!r}), [Path({str(b)!r})], Path({str(state / 'memsync')!r})); "
         "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )

@@ -68,7 +68,7 @@ TARGET_READ = 256 * 1024
 _WRAPPER = r"""
 import json, os, sys
 import apscheduler.triggers.cron, paramiko  # imported lazily by the CLI: not sync reads
-import memsync.cli, memsync.sync, memsync.transports.ssh
+import memsync.cli, memsync.hub.sync, memsync.hub.transports.ssh
 
 def io():
     with open("/proc/self/io") as f:
@@ -346,7 +346,7 @@ class Bench:
         """An SSH connection doing (almost) nothing: paramiko (as memsync: key exchange,
         key auth, the SFTP subsystem, one lstat) and OpenSSH's ssh (as rsync: key
         exchange, key auth, `true`). Wire bytes and the server side's reads."""
-        from memsync.transports.ssh import SSHTransport
+        from memsync.hub.transports.ssh import SSHTransport
 
         self.relay.reset()
         with IoPoller(self.server_roots) as server:
@@ -378,7 +378,7 @@ class Bench:
         """The daemon's case: one pass per new record on a connection kept open, in this
         process (client reads: this thread's own counters)."""
         from memsync.config import load_config
-        from memsync.sync import open_remote, sync_config
+        from memsync.configured import open_remote, sync_config
 
         config = load_config(config_path)
         transport = open_remote(config.remote[0])

@@ -1,12 +1,20 @@
 """memsync: keep agent memory files (agent-memory/0.1 JSON Lines) consistent across machines
-and agents. Public API only; see README.md."""
+and agents. Public API only; see README.md.
+
+The package is three rooms (STYLE.md): `memsync.core` (the rules, pure), `memsync.local`
+(one memory file on this machine) and `memsync.hub` (between machines). Everything a user
+needs is importable from here.
+"""
 
 from __future__ import annotations
 
+from memsync.core.handoff import HandoffFilter
 from memsync.core.lines import BadLine
 from memsync.core.records import Record
 from memsync.errors import (
     ConfigError,
+    DaemonAlreadyRunning,
+    FileReplaced,
     HostKeyError,
     InvalidRecord,
     LockTimeout,
@@ -16,9 +24,23 @@ from memsync.errors import (
     SecretRefused,
     TransportError,
     TransportTimeout,
+    UnknownId,
     UnsupportedFormat,
+    UsageError,
 )
-from memsync.memfile import CheckReport, Memory, MemoryView
+from memsync.hub.sync import SyncReport, sync_once
+from memsync.hub.transports import RemoteFile, Transport, open_transport
+from memsync.local.compaction import CompactionResult, compact_file
+from memsync.local.memory import Memory
+from memsync.local.merge import (
+    MergeResult,
+    PendingMerge,
+    apply_merge,
+    handoff,
+    merge_files,
+    plan_file_merge,
+)
+from memsync.local.reading import CheckReport, MemoryView, SecretFinding, check_files, view_of
 from memsync.models import Entry, Tombstone
 
 __version__ = "0.1.0"
@@ -26,21 +48,42 @@ __version__ = "0.1.0"
 __all__ = [
     "BadLine",
     "CheckReport",
+    "CompactionResult",
     "ConfigError",
+    "DaemonAlreadyRunning",
     "Entry",
+    "FileReplaced",
+    "HandoffFilter",
     "HostKeyError",
     "InvalidRecord",
     "LockTimeout",
     "Memory",
     "MemoryView",
     "MemsyncError",
+    "MergeResult",
     "NotQuiet",
+    "PendingMerge",
     "Record",
+    "RemoteFile",
     "ReplicaClash",
+    "SecretFinding",
     "SecretRefused",
+    "SyncReport",
     "Tombstone",
+    "Transport",
     "TransportError",
     "TransportTimeout",
+    "UnknownId",
     "UnsupportedFormat",
+    "UsageError",
     "__version__",
+    "apply_merge",
+    "check_files",
+    "compact_file",
+    "handoff",
+    "merge_files",
+    "open_transport",
+    "plan_file_merge",
+    "sync_once",
+    "view_of",
 ]

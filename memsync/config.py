@@ -37,6 +37,8 @@ from pydantic import (
     model_validator,
 )
 
+from memsync.core.compaction import DEFAULT_HORIZON_DAYS, DEFAULT_QUIET_SECONDS
+from memsync.core.names import valid_name
 from memsync.errors import ConfigError
 
 __all__ = [
@@ -53,7 +55,6 @@ __all__ = [
     "parse_remote_url",
 ]
 
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _HOST_RE = re.compile(r"[A-Za-z0-9._:%-]+")
 _SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key")
@@ -72,8 +73,7 @@ MAX_HORIZON_DAYS = 36_500
 
 def _check_name(value: str) -> str:
     """Return `value` if it is a name the hub can use as a path component, else raise."""
-    # "." and ".." match the character class but would climb out of <remote>/<memory-name>/.
-    if not _NAME_RE.fullmatch(value) or value in {".", ".."}:
+    if not valid_name(value):
         raise ValueError(
             f"invalid name {value!r}: use 1 to 64 of the characters A-Z a-z 0-9 . _ -"
             " (and not '.' or '..')"
@@ -328,9 +328,11 @@ class CompactionConfig(_Model):
 
     schedule: str = "17 3 * * *"
     """Cron expression, 5 fields, local time. Weekdays by name (mon-fri), not by number."""
-    quiet_seconds: float = Field(default=60.0, ge=0, le=_DAY, allow_inf_nan=False)
+    quiet_seconds: float = Field(default=DEFAULT_QUIET_SECONDS, ge=0, le=_DAY, allow_inf_nan=False)
     """Compact a file only after it has not changed for this long."""
-    tombstone_horizon_days: int = Field(default=90, ge=1, le=MAX_HORIZON_DAYS)
+    tombstone_horizon_days: int = Field(
+        default=round(DEFAULT_HORIZON_DAYS), ge=1, le=MAX_HORIZON_DAYS
+    )
     """Keep deletion markers this long, so that no machine brings a deleted entry back."""
 
     @field_validator("schedule")
@@ -419,6 +421,10 @@ class Config(_Model):
                         f" of memory {memory.name!r}; put the hub in a folder of its own",
                     )
 
+    def memory_named(self, name: str) -> MemoryConfig | None:
+        """The `[[memory]]` named `name`, or None: the one lookup of a memory by name."""
+        return next((m for m in self.memory if m.name == name), None)
+
     def memory_remotes(self, memory: MemoryConfig | str) -> list[RemoteConfig]:
         """Return the remotes `memory` (a `MemoryConfig` or its name) syncs through.
 
@@ -426,10 +432,10 @@ class Config(_Model):
         Raises KeyError for a memory name not in this config.
         """
         if isinstance(memory, str):
-            found = [m for m in self.memory if m.name == memory]
-            if not found:
+            found = self.memory_named(memory)
+            if found is None:
                 raise KeyError(memory)
-            memory = found[0]
+            memory = found
         if memory.remotes is None:
             return list(self.remote)
         by_name = {r.name: r for r in self.remote}

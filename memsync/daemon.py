@@ -25,35 +25,31 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from filelock import FileLock
-from filelock import Timeout as _LockTimeout
-
 from memsync import _systemd
-from memsync.compaction import compact_file
+from memsync._watch import watch_jsonl
 from memsync.config import Config, RemoteConfig, load_config
-from memsync.core.lines import Invalid, classify
+from memsync.configured import open_remote
 from memsync.core.timestamps import SECOND
-from memsync.errors import MemsyncError, NotQuiet
-from memsync.hub import retired
-from memsync.hubcompact import acknowledged_for, compact_own_hub_file
-from memsync.memfile import Memory, now_us
+from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
+from memsync.hub.compaction import compact_memory
+from memsync.hub.state import resolve_replica, retired
+from memsync.hub.sync import sync_once
+from memsync.hub.transports import Transport
+from memsync.local.fresh import now_us
+from memsync.local.lock import held
+from memsync.local.memory import Memory
+from memsync.local.reading import BadLineWatch
 from memsync.status import (
     DaemonStatus,
     MemoryStatus,
     RemoteStatus,
     pid_lock_path,
+    returns,
     write_pid,
     write_status,
 )
-from memsync.storage import read_chunks
-from memsync.sync import (
-    open_remote,
-    sync_once,
-)
-from memsync.syncstate import resolve_replica
-from memsync.transports import Transport
 
-__all__ = ["Daemon", "DaemonAlreadyRunning"]
+__all__ = ["Daemon"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,24 +62,10 @@ HEARTBEAT_SECONDS = 30.0
 _COMPACT = "\0compact"  # the request to compact a memory, instead of a remote's name
 
 
-class DaemonAlreadyRunning(MemsyncError):
-    """Another daemon holds the state directory's PID lock."""
-
-
 @dataclass
 class _Backoff:
     failures: int = 0
     next_try: float = 0.0
-
-
-@dataclass
-class _Validation:
-    """How far a local file was checked for bad lines (each is logged once)."""
-
-    ino: int = 0
-    offset: int = 0
-    line: int = 1
-    bad: int = 0
 
 
 @dataclass
@@ -122,7 +104,7 @@ class Daemon:
         self._requests = _Requests()
         self._transports: dict[str, Transport] = {}
         self._backoff: dict[tuple[str, str], _Backoff] = {}
-        self._validation: dict[str, _Validation] = {}
+        self._validation: dict[str, BadLineWatch] = {}
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._scheduler: Any = None
@@ -155,19 +137,9 @@ class Daemon:
 
     @contextmanager
     def _pid_lock(self, state_dir: Path) -> Iterator[None]:
-        lock = FileLock(pid_lock_path(state_dir), mode=0o600)
-        try:
-            lock.acquire(timeout=0)
-        except _LockTimeout:
-            raise DaemonAlreadyRunning(
-                f"another memsync daemon is running for the state directory {state_dir}; "
-                "stop it first (one daemon per state directory)"
-            ) from None
-        try:
+        with held(pid_lock_path(state_dir), 0, lambda: DaemonAlreadyRunning(str(state_dir))):
             write_pid(state_dir)
             yield
-        finally:
-            lock.release()
 
     def _install_signals(self) -> None:
         # Handlers only set flags: the main loop does the work (never inside a handler).
@@ -262,7 +234,7 @@ class Daemon:
         if time.monotonic() < backoff.next_try:
             self._requests.add(memory, remote)  # not yet: try again after the back-off
             return
-        mem = next((m for m in self.config.memory if m.name == memory), None)
+        mem = self.config.memory_named(memory)
         transport = self._transports.get(remote)
         if mem is None or transport is None:
             return
@@ -287,12 +259,8 @@ class Daemon:
                     backoff.failures,
                 )
             backoff.failures, backoff.next_try = 0, 0.0
-            st.last_success, st.last_error, st.failing_since = now, None, None
-            st.records_in += report.pulled_records
-            st.records_out += report.pushed_records
-            st.held = list(report.held)
             self._note_returns(memory, remote, st.replicas, report.replicas, now)
-            st.replicas, st.holding_back = dict(report.replicas), list(report.holding_back)
+            st.note_pass(report, now)
             if report.pulled_records or report.pushed_records:
                 logger.info(
                     "%s <-> %s: %d in, %d out",
@@ -309,8 +277,7 @@ class Daemon:
             backoff.failures += 1
             delay = min(BACKOFF_CAP, 2.0 ** min(backoff.failures, 12)) * random.uniform(0.8, 1.2)  # noqa: S311 (jitter)
             backoff.next_try = time.monotonic() + delay
-            st.last_error = report.error
-            st.failing_since = st.failing_since or now
+            st.note_failure(report.error, now)
             self._requests.add(memory, remote)
 
     def _note_returns(
@@ -321,76 +288,44 @@ class Daemon:
         after: dict[str, int | None],
         now: int,
     ) -> None:
-        """Say loudly when a replica that had been silent for longer than the tombstone
-        horizon publishes again (rule 15): tombstones it never read are still here unless it
-        was retired, in which case entries deleted long ago may come back from it."""
+        """Say loudly when a replica silent for longer than the horizon publishes again."""
         horizon = self.config.compaction.tombstone_horizon_days * 86_400 * SECOND
         gone = retired(self.config.state_dir)
-        for name, seen in after.items():
-            last = before.get(name)
-            if seen is None or last is None or seen == last or now - last <= horizon:
-                continue
-            days = (now - last) / SECOND / 86_400
-            if name in gone:
-                logger.warning(
-                    "%s <-> %s: retired replica %r is back after %.0f days: tombstones it "
-                    "never read may be gone, so entries deleted meanwhile may come back from "
-                    "it; check `memsync show` (and `memsync forget-replica --undo %s`)",
-                    memory,
-                    remote,
-                    name,
-                    days,
-                    name,
-                )
-            else:
-                logger.warning(
-                    "%s <-> %s: replica %r is back after %.0f days (longer than the "
-                    "tombstone horizon); every tombstone it had not read was kept, so what "
-                    "it brings is merged against them",
-                    memory,
-                    remote,
-                    name,
-                    days,
-                )
+        for message in returns(memory, remote, before, after, now, horizon, gone):
+            logger.warning("%s", message)
 
     def _validate(self, memory: str) -> None:
         """Log each new bad line of a local file once (incremental: only new bytes)."""
-        mem = next((m for m in self.config.memory if m.name == memory), None)
+        mem = self.config.memory_named(memory)
         if mem is None or not mem.path.exists():
             return
-        v = self._validation.setdefault(memory, _Validation())
-        ino = mem.path.stat().st_ino
-        if ino != v.ino or mem.path.stat().st_size < v.offset:
-            v.ino, v.offset, v.line, v.bad = ino, 0, 1, 0  # replaced (compacted): again
+        watch = self._validation.setdefault(memory, BadLineWatch(mem.path))
         try:
-            for chunk in read_chunks(mem.path, v.offset, v.line):
-                for n, raw in enumerate(chunk.lines, chunk.first_line):
-                    parsed = classify(raw, source=str(mem.path), line_no=n)
-                    if isinstance(parsed, Invalid):
-                        v.bad += 1
-                        logger.warning("%s:%d: bad line: %s", mem.path, n, parsed.reason)
-                v.offset, v.line = chunk.end, chunk.first_line + len(chunk.lines)
+            for bad in watch.new_bad_lines():
+                logger.warning("%s:%d: bad line: %s", bad.file, bad.line, bad.reason)
         except MemsyncError as exc:
             logger.error("%s", exc)
         if self._status is not None:
-            self._status.memories[memory].bad_lines = v.bad
+            self._status.memories[memory].bad_lines = watch.bad
 
     def _compact(self, memory: str) -> None:
-        mem = next((m for m in self.config.memory if m.name == memory), None)
+        mem = self.config.memory_named(memory)
         if mem is None:
             return
         cc = self.config.compaction
         assert self._status is not None
         ms = self._status.memories[memory]
         remotes = [rc.name for rc in self.config.memory_remotes(mem)]
-        horizon = round(cc.tombstone_horizon_days * 86_400 * SECOND)
-        ack = acknowledged_for(self.config.state_dir, memory, remotes, self.replica)
         try:
-            result = compact_file(
+            done = compact_memory(
                 mem.path,
+                memory=memory,
+                remotes=remotes,
+                replica=self.replica,
+                state_dir=self.config.state_dir,
+                transports=self._transports,
                 horizon_days=cc.tombstone_horizon_days,
                 quiet_seconds=cc.quiet_seconds,
-                acknowledged=ack,
             )
         except NotQuiet as exc:
             logger.info("%s: compaction postponed: %s", mem.path, exc)
@@ -402,27 +337,14 @@ class Daemon:
             ms.last_compaction_note = f"failed: {exc}"
             return
         ms.last_compaction, ms.last_compaction_note = now_us(), "done"
+        result = done.local
         logger.info(
             "%s: compacted, %d -> %d bytes", mem.path, result.size_before, result.size_after
         )
-        for name in remotes:  # our own file in each hub, the same way
-            transport = self._transports.get(name)
-            if transport is None:
-                continue
-            try:
-                sizes = compact_own_hub_file(
-                    memory=memory,
-                    remote=name,
-                    transport=transport,
-                    replica=self.replica,
-                    state_dir=self.config.state_dir,
-                    horizon=horizon,
-                    acknowledged=ack,
-                )
-            except MemsyncError as exc:
-                logger.warning("%s <-> %s: hub file not compacted: %s", memory, name, exc)
-                continue
-            if sizes is not None:
+        for name in remotes:  # our own file in each hub, compacted the same way
+            if (failure := done.hub_errors.get(name)) is not None:
+                logger.warning("%s <-> %s: hub file not compacted: %s", memory, name, failure)
+            elif (sizes := done.hub_files.get(name)) is not None:
                 logger.info("%s <-> %s: hub file compacted, %d -> %d bytes", memory, name, *sizes)
         for rc in self.config.memory_remotes(mem):
             self._requests.add(memory, rc.name)
@@ -464,26 +386,7 @@ class Daemon:
         self._watcher.start()
 
     def _watch(self, paths: list[Path], stop: threading.Event) -> None:
-        import watchfiles
-
-        def jsonl(change: object, path: str) -> bool:
-            return path.endswith(".jsonl")
-
-        try:
-            for changes in watchfiles.watch(
-                *paths,
-                watch_filter=jsonl,
-                debounce=self.config.daemon.debounce_ms,
-                step=20,  # the quiet wait after a change: each ms adds to every hop
-                stop_event=stop,
-                recursive=False,
-                raise_interrupt=False,
-                rust_timeout=1000,
-                yield_on_timeout=False,
-            ):
-                self._on_changes({Path(p) for _, p in changes})
-        except Exception as exc:  # noqa: BLE001 (the watcher is an accelerator; polling still runs)
-            logger.warning("file watching stopped (%s); relying on polling", exc)
+        watch_jsonl(paths, stop, self.config.daemon.debounce_ms, self._on_changes)
 
     def _on_changes(self, changed: set[Path]) -> None:
         for mem in self.config.memory:
@@ -600,24 +503,3 @@ class Daemon:
 
 def _pid() -> int:
     return os.getpid()
-
-
-def describe_start(config: Config, config_path: Path | None, default_path: Path) -> list[str]:
-    """The first log lines: what the daemon watches and, on the embedded default, how to
-    add a remote."""
-    lines = []
-    for mem in config.memory:
-        remotes = ", ".join(rc.name for rc in config.memory_remotes(mem)) or "no remotes"
-        lines.append(f"watching {mem.path} (memory {mem.name!r}; {remotes})")
-    if config_path is None:
-        lines.append(
-            f"no config file at {default_path}: running on the embedded default "
-            "(validation and scheduled compaction only)"
-        )
-        lines.append(
-            f"to sync with other machines, write {default_path} with a [[remote]] "
-            "(see config.example.toml), then restart the daemon"
-        )
-    lines.append(f"compaction schedule: {config.compaction.schedule!r} (local time)")
-    lines.append(f"state directory: {config.state_dir}")
-    return lines

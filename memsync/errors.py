@@ -9,10 +9,14 @@ remote that cannot be reached.
      ├── ConfigError (ValueError)           a config file mistake: file, key, hint
      ├── InvalidRecord (ValueError)         a record memsync was asked to write is invalid
      ├── SecretRefused (ValueError)         a text to add looks like a credential
+     ├── UsageError                         a command line that cannot be carried out
+     ├── UnknownId (LookupError)            no record with this id in the file: file, id
      ├── LockTimeout (TimeoutError)         a file's lock could not be taken in time
      ├── NotQuiet                           compaction: the file is busy; try again later
+     ├── FileReplaced (OSError)             a merge target kept being replaced: file, during
      ├── ReplicaClash                       our hub file holds bytes we did not write
-     └── TransportError (OSError)           a remote failed
+     ├── DaemonAlreadyRunning               another daemon holds the state directory
+     └── TransportError (OSError)           a remote failed: message, host, path
           ├── TransportTimeout              ... did not answer in time
           └── HostKeyError                  ... its SSH host key is unknown or changed
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "DaemonAlreadyRunning",
+    "FileReplaced",
     "HostKeyError",
     "InvalidRecord",
     "LockTimeout",
@@ -30,7 +36,9 @@ __all__ = [
     "SecretRefused",
     "TransportError",
     "TransportTimeout",
+    "UnknownId",
     "UnsupportedFormat",
+    "UsageError",
 ]
 
 
@@ -72,6 +80,51 @@ class SecretRefused(MemsyncError, ValueError):
     """A text to add looks like a credential; the spec says never store secrets."""
 
 
+class UsageError(MemsyncError):
+    """A command line that cannot be carried out as written (exit status 2)."""
+
+
+class UnknownId(MemsyncError, LookupError):
+    """No record with this id in the file (`forget`), or no live entry (`supersede`)."""
+
+    def __init__(self, file: str, rid: str, live: bool = False) -> None:
+        self.file = file
+        self.id = rid
+        self.live = live
+        what = "live entry" if live else "record"
+        super().__init__(f"{file}: no {what} with id {rid!r}")
+
+    def __reduce__(self) -> tuple[type[UnknownId], tuple[str, str, bool]]:
+        return (type(self), (self.file, self.id, self.live))
+
+
+class FileReplaced(MemsyncError, OSError):
+    """The destination of a merge or handoff was replaced (compacted) again and again while
+    it was planned; trying again later works."""
+
+    def __init__(self, file: str, during: str = "merge") -> None:
+        self.file = file
+        self.during = during
+        super().__init__(f"{file}: replaced repeatedly during the {during}; try again")
+
+    def __reduce__(self) -> tuple[type[FileReplaced], tuple[str, str]]:
+        return (type(self), (self.file, self.during))
+
+
+class DaemonAlreadyRunning(MemsyncError):
+    """Another daemon holds the PID lock of the state directory `state_dir`."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = state_dir
+        super().__init__(
+            f"another memsync daemon is running for the state directory {state_dir}; "
+            "stop it first (one daemon per state directory)"
+        )
+
+    def __reduce__(self) -> tuple[type[DaemonAlreadyRunning], tuple[str]]:
+        return (type(self), (self.state_dir,))
+
+
 class LockTimeout(MemsyncError, TimeoutError):
     """A file's `<file>.lock` could not be taken in time."""
 
@@ -85,7 +138,17 @@ class ReplicaClash(MemsyncError):
 
 
 class TransportError(MemsyncError, OSError):
-    """A remote could not be read or written."""
+    """A remote could not be read or written. `message` reads well on its own (it names the
+    remote and path); `host` (None for a folder) and `path` are there for programs."""
+
+    def __init__(self, message: str, host: str | None = None, path: str | None = None) -> None:
+        self.message = message
+        self.host = host
+        self.path = path
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[TransportError], tuple[str, str | None, str | None]]:
+        return (type(self), (self.message, self.host, self.path))
 
 
 class TransportTimeout(TransportError, TimeoutError):

@@ -12,13 +12,17 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from filelock import FileLock
-from filelock import Timeout as _LockTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsync.core.timestamps import SECOND
-from memsync.storage import atomic_replace
+from memsync.core.watermarks import came_back, standing
+from memsync.local.lock import is_locked
+from memsync.local.storage import atomic_replace
+
+if TYPE_CHECKING:
+    from memsync.hub.sync import SyncReport
 
 __all__ = [
     "FAILING_TOO_LONG",
@@ -31,7 +35,10 @@ __all__ = [
     "evaluate",
     "pid_lock_path",
     "read_status",
+    "returns",
     "status_path",
+    "to_json",
+    "write_pid",
     "write_status",
 ]
 
@@ -65,6 +72,19 @@ class RemoteStatus(_Model):
     """The other replicas in the hub and when each last published its watermarks."""
     holding_back: list[str] = Field(default_factory=list)
     """Replicas that have not read everything yet: compaction keeps tombstones for them."""
+
+    def note_pass(self, report: SyncReport, now: int) -> None:
+        """Take in a pass that succeeded at `now`."""
+        self.last_success, self.last_error, self.failing_since = now, None, None
+        self.records_in += report.pulled_records
+        self.records_out += report.pushed_records
+        self.held = list(report.held)
+        self.replicas, self.holding_back = dict(report.replicas), list(report.holding_back)
+
+    def note_failure(self, error: str | None, now: int) -> None:
+        """Take in a pass that failed at `now` with `error`."""
+        self.last_error = error
+        self.failing_since = self.failing_since or now
 
 
 class MemoryStatus(_Model):
@@ -119,15 +139,11 @@ def daemon_running(state_dir: Path) -> int | None:
     lock_file = pid_lock_path(state_dir)
     if not lock_file.exists():
         return None
-    lock = FileLock(lock_file, mode=0o600)
-    try:
-        lock.acquire(timeout=0)
-    except _LockTimeout:
+    if is_locked(lock_file):
         try:
             return int((state_dir / "daemon.pid").read_text().strip())
         except (OSError, ValueError):
             return -1
-    lock.release()
     return None
 
 
@@ -175,16 +191,15 @@ def _replica_problems(
     horizon = status.horizon_days * 86_400 * SECOND
     out = []
     for replica, seen in sorted(remote.replicas.items()):
-        if replica in status.retired:
-            if seen is not None and now - seen < horizon:
-                out.append(
-                    f"{mname} <-> {rname}: retired replica {replica!r} is back (watermarks "
-                    "updated recently): tombstones it never read may have been compacted "
-                    "away, so entries deleted long ago may come back from it; check "
-                    "`memsync show`, and run `memsync forget-replica --undo` if it is in use"
-                )
-            continue
-        if seen is None or now - seen > horizon:
+        verdict = standing(seen, now=now, horizon=horizon, retired=replica in status.retired)
+        if verdict == "back":
+            out.append(
+                f"{mname} <-> {rname}: retired replica {replica!r} is back (watermarks "
+                "updated recently): tombstones it never read may have been compacted "
+                "away, so entries deleted long ago may come back from it; check "
+                "`memsync show`, and run `memsync forget-replica --undo` if it is in use"
+            )
+        elif verdict == "silent":
             days = "never" if seen is None else f"{(now - seen) / SECOND / 86_400:.0f} days ago"
             out.append(
                 f"{mname} <-> {rname}: replica {replica!r} silent (watermarks {days}; horizon "
@@ -208,3 +223,38 @@ def to_json(status: DaemonStatus | None, verdict: Verdict) -> str:
 
 def write_pid(state_dir: Path) -> None:
     atomic_replace(state_dir / "daemon.pid", f"{os.getpid()}\n".encode())
+
+
+def returns(
+    memory: str,
+    remote: str,
+    before: dict[str, int | None],
+    after: dict[str, int | None],
+    now: int,
+    horizon: float,
+    retired: set[str],
+) -> list[str]:
+    """What to say loudly when a replica that had been silent for longer than the tombstone
+    horizon publishes again (rule 15): its watermarks were updated at `before[name]` and are
+    now at `after[name]`. Tombstones it never read are still here unless it was retired, in
+    which case entries deleted long ago may come back from it."""
+    out = []
+    for name, seen in after.items():
+        last = before.get(name)
+        if last is None or not came_back(last, seen, now=now, horizon=horizon):
+            continue
+        days = (now - last) / SECOND / 86_400
+        if name in retired:
+            out.append(
+                f"{memory} <-> {remote}: retired replica {name!r} is back after {days:.0f} "
+                "days: tombstones it never read may be gone, so entries deleted meanwhile may "
+                "come back from it; check `memsync show` (and `memsync forget-replica --undo "
+                f"{name}`)"
+            )
+        else:
+            out.append(
+                f"{memory} <-> {remote}: replica {name!r} is back after {days:.0f} days "
+                "(longer than the tombstone horizon); every tombstone it had not read was "
+                "kept, so what it brings is merged against them"
+            )
+    return out

@@ -1,4 +1,5 @@
-"""Shared test setup: the Hypothesis settings profiles and the logging guard.
+"""Shared test setup: the Hypothesis settings profiles, the logging guard, and the fixtures
+every folder shares (`sshd_server`, `hub`).
 
 Profiles (attrs' `tests/conftest.py` shape): "dev" by default, "ci" when `CI=true`;
 `HYPOTHESIS_PROFILE` picks one explicitly.
@@ -9,9 +10,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.sshd import SshdServer, start_sshd
 
 settings.register_profile(
     "ci",
@@ -49,20 +53,23 @@ def _restore_memsync_logger() -> Iterator[None]:
     logger.disabled = disabled
 
 
-# --- sshd_server (added for tests/test_sync_ssh.py and tests/test_sync_faults.py) -------
-# The same session-scoped fixture as tests/transports/conftest.py's (which still overrides
-# it for the transport tests), so that sync and daemon tests anywhere under tests/ can use
-# the real OpenSSH server. Under CI=true `start_sshd` fails instead of skipping.
-
-from tests.sshd import SshdServer, start_sshd
+# --- shared fixtures ---------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def sshd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
-    """A real OpenSSH server on 127.0.0.1 for the whole session."""
+    """A real OpenSSH server on 127.0.0.1 for the whole session (built by `tests.sshd`;
+    under CI=true `start_sshd` fails instead of skipping). The transport, sync and daemon
+    tests share it; tests that restart a server start their own."""
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()
 
 
-# --- end of sshd_server --------------------------------------------------------------------
+@pytest.fixture
+def hub(tmp_path: Path) -> Path:
+    """An empty hub folder (a folder remote). The transport contract tests override it
+    with their parametrized `Hub`."""
+    root = tmp_path / "hub"
+    root.mkdir()
+    return root

@@ -29,12 +29,14 @@ from typing import Any
 from memsync import Memory
 from memsync.cli import main
 from memsync.config import load_config
+from memsync.configured import sync_config
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record, canonical
 from memsync.core.timestamps import format_ts
-from memsync.memfile import MemoryView, header_line, now_us, view_of
-from memsync.sync import SyncReport, sync_config
-from memsync.transports import Transport
+from memsync.hub.sync import SyncReport
+from memsync.hub.transports import Transport
+from memsync.local.fresh import header_line, now_us
+from memsync.local.reading import MemoryView, view_of
 from tests.sshd import SshdServer
 
 __all__ = [

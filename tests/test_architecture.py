@@ -13,6 +13,7 @@ import __future__
 import ast
 import logging
 import types
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -48,7 +49,7 @@ FORBIDDEN_TOP = frozenset(
     }
 )
 FORBIDDEN_MEMSYNC = frozenset(
-    f"memsync.{m}" for m in ("storage", "transports", "daemon", "cli", "memfile", "lock", "sync")
+    f"memsync.{m}" for m in ("local", "hub", "daemon", "cli", "config", "status")
 )
 ALLOWED_MEMSYNC = ("memsync.core", "memsync.errors")
 """The only parts of memsync the core may import: itself and the exception leaf."""
@@ -132,12 +133,12 @@ def test_core_never_opens_prints_or_reads_the_clock(path: Path) -> None:
         "import time as _t",
         "from filelock import FileLock",
         "from memsync import storage",
-        "from memsync.storage import append_bytes",
-        "from memsync.transports.ssh import SSHTransport",
+        "from memsync.local.storage import append_bytes",
+        "from memsync.hub.transports.ssh import SSHTransport",
         "from .. import memfile",
         "from ..cli import main",
         "from ..lock import file_lock",
-        "from memsync.index import MergeIndex",
+        "from memsync.local.fileindex import MergeIndex",
         "from memsync import config",
         "import sqlite3",
         "def f():\n    import subprocess",
@@ -210,3 +211,235 @@ def test_the_library_never_configures_logging(tmp_path: Path) -> None:
     assert logger.handlers == []
     assert logger.propagate
     assert (list(root.handlers), root.level) == root_before
+
+
+# --- Layers (STYLE "Dependency direction": cli -> daemon -> hub -> local -> core) ----------
+
+PACKAGE = Path(memsync.__file__).resolve().parent
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def memsync_imports(
+    source: str, module: str, known: Collection[str], *, is_package: bool = False
+) -> set[str]:
+    """The memsync modules `source` (the module `module`) imports, anywhere in the file
+    (lazy imports inside functions and `TYPE_CHECKING` blocks count too). `from a import b`
+    names the module `a.b` when that is a module, else `a`."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module, node.level, package)
+            subs = [f"{base}.{alias.name}" for alias in node.names]
+            names = [s for s in subs if s in known] or [base]
+        for name in names:
+            if name.split(".")[0] == "memsync":
+                found.add(name)
+    found.discard(module)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every memsync module and the memsync modules it imports."""
+    return {
+        name: memsync_imports(
+            path.read_text(encoding="utf-8"), name, MODULES, is_package=path.stem == "__init__"
+        )
+        for name, path in MODULES.items()
+    }
+
+
+def find_cycle(graph: Mapping[str, Collection[str]]) -> list[str] | None:
+    """One import circle of `graph` as a path `[a, b, ..., a]`, or None when there is none."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    colour = dict.fromkeys(graph, WHITE)
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        colour[node] = GREY
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in colour:
+                continue
+            if colour[nxt] == GREY:
+                return [*stack[stack.index(nxt) :], nxt]
+            if colour[nxt] == WHITE and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        colour[node] = BLACK
+        return None
+
+    for start in sorted(graph):
+        if colour[start] == WHITE and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    """The guard can fail: a synthetic circle like the old memfile <-> compaction one."""
+    graph = {
+        "memsync.local.memory": {"memsync.local.compaction", "memsync.core.view"},
+        "memsync.local.compaction": {"memsync.local.fresh", "memsync.local.memory"},
+        "memsync.local.fresh": set(),
+        "memsync.core.view": set(),
+    }
+    cycle = find_cycle(graph)
+    assert cycle is not None
+    assert cycle[0] == cycle[-1]
+    assert set(cycle) == {"memsync.local.memory", "memsync.local.compaction"}
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"a.b"}, "a.b": {"a"}}) == ["a", "a.b", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_import_graph_reads_imports() -> None:
+    """The graph sees plain, relative, lazy and `TYPE_CHECKING` imports of memsync modules."""
+    known = {"memsync.local.memory", "memsync.local.compaction", "memsync.local", "memsync.errors"}
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import memsync.errors\n"
+        "if TYPE_CHECKING:\n    from memsync.local import compaction\n"
+        "def f():\n    from .compaction import compact_file\n"
+    )
+    assert memsync_imports(source, "memsync.local.memory", known) == {
+        "memsync.errors",
+        "memsync.local.compaction",
+    }
+
+
+def test_no_import_circles() -> None:
+    """No memsync module imports itself through others, lazily or not (issue 9)."""
+    assert find_cycle(import_graph()) is None
+
+
+LAYER_RULES = {
+    "memsync.core": ("memsync.local", "memsync.hub", "memsync.daemon", "memsync.cli"),
+    "memsync.local": ("memsync.hub", "memsync.daemon", "memsync.cli", "memsync.config"),
+    "memsync.hub": ("memsync.daemon", "memsync.cli", "memsync.config", "memsync.configured"),
+}
+"""Each layer and what it must never import (nothing imports upward; the config is read
+by the CLI and the daemon, and handed to the library through `memsync.configured`)."""
+
+
+def layer_violations(graph: Mapping[str, Collection[str]]) -> list[str]:
+    """`"importer -> imported"` for every import that crosses a layer the wrong way."""
+    found = []
+    for module, imported in sorted(graph.items()):
+        for layer, forbidden in LAYER_RULES.items():
+            if module != layer and not module.startswith(layer + "."):
+                continue
+            found += [
+                f"{module} -> {name}"
+                for name in sorted(imported)
+                if any(name == f or name.startswith(f + ".") for f in forbidden)
+            ]
+    return found
+
+
+def test_the_layer_guard_catches() -> None:
+    graph = {
+        "memsync.local.merge": {"memsync.hub.sync", "memsync.core.merge"},
+        "memsync.hub.sync": {"memsync.daemon"},
+        "memsync.daemon": {"memsync.hub.sync"},
+    }
+    assert layer_violations(graph) == [
+        "memsync.hub.sync -> memsync.daemon",
+        "memsync.local.merge -> memsync.hub.sync",
+    ]
+
+
+def test_layers_import_only_downward() -> None:
+    """core <- local <- hub <- daemon <- cli: local never imports hub, daemon or cli; hub
+    never imports daemon, cli or the config."""
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layers_are_found() -> None:
+    assert {"memsync.core.merge", "memsync.local.memory", "memsync.hub.sync"} <= set(MODULES)
+
+
+DOMAIN = frozenset(
+    {
+        "memsync.core.lines",
+        "memsync.core.merge",
+        "memsync.core.compaction",
+        "memsync.local.compaction",
+        "memsync.local.merge",
+    }
+)
+"""Where lines are judged, merges planned and compactions sequenced: not the daemon's job."""
+
+
+def test_the_daemon_is_wiring_only() -> None:
+    """STYLE guideline 6: the daemon validates no line and holds no compaction or merge
+    sequence; `memsync compact` and its scheduled job call the same `compact_memory`."""
+    assert import_graph()["memsync.daemon"] & DOMAIN == set()
+    source = MODULES["memsync.daemon"].read_text(encoding="utf-8")
+    for name in ("classify", "compact_file", "compact_own_hub_file", "acknowledged_for"):
+        assert name not in source
+    assert "compact_memory(" in source
+    assert "compact_memory(" in MODULES["memsync.cli._files"].read_text(encoding="utf-8")
+
+
+def _all_of(path: Path) -> list[str] | None:
+    """The names a module's `__all__` lists (read with `ast`: nothing is imported)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        target: ast.expr
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "__all__":
+            names = ast.literal_eval(value)
+            assert isinstance(names, list)
+            return [str(n) for n in names]
+    return None
+
+
+def _defined(path: Path) -> tuple[set[str], set[str]]:
+    """The top-level names a module binds, and the public functions and classes it defines."""
+    bound: set[str] = set()
+    public: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            bound.add(node.name)
+            if not node.name.startswith("_"):
+                public.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names = t.elts if isinstance(t, ast.Tuple) else [t]
+                bound.update(n.id for n in names if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return bound, public
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.endswith("__main__")))
+def test_modules_are_private_or_have_an_honest_all(name: str) -> None:
+    """STYLE guideline 3: every module has an `__all__` (private `_modules` may skip it),
+    listing only names it binds and every public function and class it defines."""
+    path = MODULES[name]
+    listed = _all_of(path)
+    if listed is None:
+        assert path.stem != "__init__", f"{name} has no __all__"
+        assert path.stem.startswith("_"), f"{name} has no __all__"
+        return
+    bound, public = _defined(path)
+    assert set(listed) <= bound, f"{name}.__all__ names what it does not bind"
+    assert public <= set(listed), f"{name} defines public names outside __all__"

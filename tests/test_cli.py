@@ -399,3 +399,22 @@ def test_a_record_dated_past_year_9999_utc_does_not_crash(
     path.write_bytes(HEADER + entry_line("farfarfarfar", "9999-12-31T23:59:59-01:00", "far"))
     status, _, err = run(capsys, argv[0], path, *argv[1:], "--now", NOW)
     assert status == (0 if argv[0] == "show" else 1), err
+
+
+def test_sync_refuses_an_unknown_memory_or_remote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'state_dir = "{tmp_path / "state"}"\n'
+        f'[[memory]]\nname = "notes"\npath = "{tmp_path / "notes.jsonl"}"\n',
+        encoding="utf-8",
+    )
+    status, _, err = run(capsys, "sync", "--config", config, "--memory", "nope")
+    assert status == 2
+    assert "no memory named 'nope' in the config" in err
+    status, _, err = run(capsys, "sync", "--config", config, "--remote", "nope")
+    assert status == 2
+    assert "no remote named 'nope' in the config" in err
+    status, _, _ = run(capsys, "sync", "--config", config, "--memory", "notes")
+    assert status == 0

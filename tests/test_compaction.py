@@ -3,7 +3,7 @@
 Writers in other processes append while compaction runs, some through `Memory.add` and
 some as agents that know nothing of memsync; a writer that keeps its handle open holds
 compaction off; bad lines go to the side file; a dry run changes nothing; and merges of
-stale replicas through `memsync.merging.merge_files` cannot bring anything back.
+stale replicas through `memsync.local.merge.merge_files` cannot bring anything back.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ import pytest
 
 from memsync import Memory, NotQuiet
 from memsync.cli import main
-from memsync.compaction import CompactionResult, Drained, compact_file, drain, rejected_path
 from memsync.core.lines import Header, Invalid, classify, split_complete
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
-from memsync.memfile import header_line, view_of
-from memsync.merging import merge_files
+from memsync.local.compaction import CompactionResult, compact_file
+from memsync.local.drain import Drained, drain, rejected_path
+from memsync.local.fresh import header_line
+from memsync.local.merge import merge_files
+from memsync.local.reading import view_of
 from tests.core.test_compaction import DAY, T0, entry, tomb
 
 NOW = T0 + 30 * DAY
@@ -271,7 +273,7 @@ def test_a_writer_holding_the_file_open_holds_compaction_off(tmp_path: Path) -> 
 LOCKER = """
 import sys
 from pathlib import Path
-from memsync.lock import file_lock
+from memsync.local.lock import file_lock
 with file_lock(Path(sys.argv[1])):
     print("locked", flush=True)
     sys.stdin.readline()

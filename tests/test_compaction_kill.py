@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from memsync.compaction import compact_file, rejected_path
 from memsync.core.lines import split_complete
 from memsync.core.records import canonical
 from memsync.core.timestamps import SECOND, format_ts
-from memsync.memfile import header_line, view_of
+from memsync.local.compaction import compact_file, rejected_path
+from memsync.local.fresh import header_line
+from memsync.local.reading import view_of
 
 T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
 NOW = T0 + 200 * 24 * 3600 * SECOND

@@ -37,16 +37,17 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from memsync.compaction import compact_file
 from memsync.core.compaction import compact_lines
 from memsync.core.lines import classify
 from memsync.core.merge import plan_merge
 from memsync.core.records import Record, canonical
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.core.view import Index, build_view
-from memsync.memfile import header_line, view_of
-from memsync.merging import merge_files
-from memsync.storage import append_bytes
+from memsync.local.compaction import compact_file
+from memsync.local.fresh import header_line
+from memsync.local.merge import merge_files
+from memsync.local.reading import view_of
+from memsync.local.storage import append_bytes
 
 CI = os.environ.get("CI") == "true"
 EXAMPLES = 500 if CI else 50

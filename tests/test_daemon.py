@@ -33,7 +33,8 @@ import pytest
 
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
-from memsync.memfile import Memory, view_of
+from memsync.local.memory import Memory
+from memsync.local.reading import view_of
 from memsync.status import DaemonStatus, read_status
 
 T = TypeVar("T")
@@ -358,7 +359,7 @@ def test_two_daemons_sync_adds_and_forgets_through_a_folder_hub(cluster: Cluster
 
 _WRITER = """
 import sys, time
-from memsync.memfile import Memory
+from memsync.local.memory import Memory
 mem, n, tag = Memory.open(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 added = []
 for i in range(n):

@@ -17,23 +17,12 @@ from memsync.cli import main
 from memsync.core.lines import classify, split_complete
 from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
-from memsync.memfile import view_of
+from memsync.local.reading import view_of
+from tests.common import JSON_KEYS
 
 NOW = "2026-12-01T00:00:00Z"
 HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-01T00:00:00Z"}'
 DEST_HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-10-01T00:00:00Z"}'
-JSON_KEYS = {
-    "dest",
-    "appended",
-    "bytes_appended",
-    "repeated",
-    "duplicates",
-    "beaten",
-    "held",
-    "bad",
-    "twins",
-    "dry_run",
-}
 
 
 @pytest.fixture(autouse=True)
@@ -125,6 +114,14 @@ def src(tmp_path: Path) -> Path:
             ["--scope", "project:x", "--scope", "notgithub.com"],
             [NOT_GH, PROJECT_X],
             id="scopes-repeated",
+        ),
+        pytest.param(
+            ["--within", "github.com"], [GH_LESSON, GH_API, NEW, USER_LOW], id="within-domain"
+        ),
+        pytest.param(
+            ["--within", "project:x", "--scope", "notgithub.com"],
+            [NOT_GH, PROJECT_X],
+            id="within-and-old-spelling",
         ),
         pytest.param(["--kind", "lesson"], [GH_LESSON, SUPERSEDER], id="kind"),
         pytest.param(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memsync.compaction import compact_file
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
-from memsync.hubcompact import acknowledged_for, compact_own_hub_file
-from memsync.memfile import now_us
-from memsync.transports.localdir import LocalDirTransport
+from memsync.hub.compaction import acknowledged_for, compact_own_hub_file
+from memsync.hub.transports.localdir import LocalDirTransport
+from memsync.local.compaction import compact_file
+from memsync.local.fresh import now_us
 from tests.sync_helpers import MEMORY, Replica, assert_converged, hub_file, make_replica
 
 DAY = 86_400 * SECOND

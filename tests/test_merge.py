@@ -24,9 +24,11 @@ from memsync.core.lines import Header, classify, split_complete
 from memsync.core.merge import plan_merge
 from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
-from memsync.index import FileIndex
-from memsync.memfile import Memory, view_of
-from memsync.merging import apply_merge, index_path, plan_file_merge
+from memsync.local.fileindex import FileIndex
+from memsync.local.memory import Memory
+from memsync.local.merge import apply_merge, index_path, plan_file_merge
+from memsync.local.reading import view_of
+from tests.common import JSON_KEYS
 
 NOW = "2026-12-01T00:00:00Z"
 _NOW_US = parse_ts(NOW)
@@ -34,18 +36,6 @@ assert _NOW_US is not None
 NOW_US: int = _NOW_US
 HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-01T00:00:00Z"}'
 OTHER_HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-02T00:00:00Z"}'
-JSON_KEYS = {
-    "dest",
-    "appended",
-    "bytes_appended",
-    "repeated",
-    "duplicates",
-    "beaten",
-    "held",
-    "bad",
-    "twins",
-    "dry_run",
-}
 
 Run = tuple[int, str, str]
 

@@ -1,4 +1,4 @@
-"""Large merges go in batches (memsync.merging.BATCH_LINES): the result must be the view a
+"""Large merges go in batches (memsync.local.merge.BATCH_LINES): the result must be the view a
 single merge gives, with nothing appended twice and nothing appended by a merge again."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-import memsync.merging
+import memsync.local.merge
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND, format_ts
-from memsync.memfile import header_line, view_of
-from memsync.merging import merge_indexed
+from memsync.local.fresh import header_line
+from memsync.local.merge import merge_indexed
+from memsync.local.reading import view_of
 
 BASE = 1_790_000_000 * SECOND
 
@@ -55,7 +56,7 @@ def test_a_merge_in_batches_gives_the_view_of_one_merge(
     src.write_bytes(header_line(BASE) + b"".join(line + b"\n" for line in lines + lines))
     whole, batched = tmp_path / "whole.jsonl", tmp_path / "batched.jsonl"
     merge_indexed(whole, [src], tmp_path / "state-whole", now=BASE)
-    monkeypatch.setattr(memsync.merging, "BATCH_LINES", 7)
+    monkeypatch.setattr(memsync.local.merge, "BATCH_LINES", 7)
     result = merge_indexed(batched, [src], tmp_path / "state-batched", now=BASE)
     assert result.appended > 0
     assert _view_key(batched) == _view_key(whole) == _view_key(src)
@@ -67,5 +68,5 @@ def test_a_merge_in_batches_gives_the_view_of_one_merge(
     size = batched.stat().st_size
     again = merge_indexed(batched, [src], tmp_path / "state-batched", now=BASE)
     assert again.appended == 0
-    memsync.merging.merge_files(batched, [src], now=BASE)
+    memsync.local.merge.merge_files(batched, [src], now=BASE)
     assert batched.stat().st_size == size

@@ -23,7 +23,7 @@ import pytest
 
 from memsync.core.lines import Header, Invalid, classify, split_complete
 from memsync.core.records import Record
-from memsync.memfile import Memory
+from memsync.local.memory import Memory
 
 pytestmark = pytest.mark.slow
 

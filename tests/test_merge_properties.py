@@ -29,7 +29,7 @@ from memsync.core.merge import MergePlan, plan_merge
 from memsync.core.records import Record, canonical
 from memsync.core.timestamps import SECOND, parse_ts
 from memsync.core.view import Index, build_view
-from memsync.merging import MergeResult, merge_files, merge_indexed
+from memsync.local.merge import MergeResult, merge_files, merge_indexed
 from tests.strategies import (
     BAD_LINES,
     BLANK_LINES,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync import netfs
+from memsync.local import netfs
 
 
 def _mounts(tmp_path: Path, fstype: str, mount: Path) -> Path:
@@ -39,7 +39,7 @@ def test_a_file_on_a_network_filesystem_is_warned_about_once(
     real = netfs.filesystem_type
     monkeypatch.setattr(netfs, "filesystem_type", lambda path: real(path, table))
     path = mount / "me.jsonl"
-    with caplog.at_level(logging.WARNING, logger="memsync.netfs"):
+    with caplog.at_level(logging.WARNING, logger="memsync.local.netfs"):
         assert netfs.warn_if_network_fs(path)
         assert netfs.warn_if_network_fs(path)
     warnings = [r for r in caplog.records if "network filesystem" in r.getMessage()]
@@ -50,6 +50,6 @@ def test_a_file_on_a_network_filesystem_is_warned_about_once(
 def test_a_local_file_is_not_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     table = _mounts(tmp_path, "nfs", tmp_path / "nas")
     assert netfs.filesystem_type(tmp_path / "m.jsonl", table) == "ext4"
-    with caplog.at_level(logging.WARNING, logger="memsync.netfs"):
+    with caplog.at_level(logging.WARNING, logger="memsync.local.netfs"):
         assert not netfs.warn_if_network_fs(tmp_path / "local.jsonl")
     assert not caplog.records

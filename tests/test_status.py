@@ -13,7 +13,7 @@ import pytest
 from filelock import FileLock
 
 from memsync.core.timestamps import SECOND
-from memsync.memfile import now_us
+from memsync.local.fresh import now_us
 from memsync.status import (
     FAILING_TOO_LONG,
     STALE_AFTER,
@@ -22,6 +22,7 @@ from memsync.status import (
     RemoteStatus,
     evaluate,
     pid_lock_path,
+    returns,
     write_pid,
     write_status,
 )
@@ -184,7 +185,7 @@ def test_the_status_written_from_two_threads_at_once_stays_whole(tmp_path: Path)
     failed with ENOENT. Every write now succeeds and the file is always one whole JSON."""
     import threading
 
-    from memsync.storage import atomic_replace
+    from memsync.local.storage import atomic_replace
 
     target = tmp_path / "status.json"
     errors: list[BaseException] = []
@@ -210,8 +211,31 @@ def test_the_status_written_from_two_threads_at_once_stays_whole(tmp_path: Path)
 
 
 def test_a_failed_status_write_names_the_path_and_leaves_no_temp_file(tmp_path: Path) -> None:
-    from memsync.storage import atomic_replace
+    from memsync.local.storage import atomic_replace
 
     target = tmp_path / "missing-dir" / "status.json"
     with pytest.raises(OSError, match=r"missing-dir/status\.json"):
         atomic_replace(target, b"{}")
+
+
+def test_a_replica_back_after_the_horizon_is_said_loudly() -> None:
+    """The daemon's warnings when a replica silent past the horizon publishes again: a
+    retired one may bring deleted entries back; another one had its tombstones kept."""
+    day = 86_400 * SECOND
+    now = 1_000 * day
+    before = {"old": now - 100 * day, "gone": now - 100 * day, "fresh": now - day, "new": None}
+    after: dict[str, int | None] = {"old": now, "gone": now, "fresh": now, "new": now}
+    said = returns("notes", "nas", before, after, now, 90 * day, {"gone"})
+    assert said == [
+        (
+            "notes <-> nas: replica 'old' is back after 100 days (longer than the tombstone "
+            "horizon); every tombstone it had not read was kept, so what it brings is merged "
+            "against them"
+        ),
+        (
+            "notes <-> nas: retired replica 'gone' is back after 100 days: tombstones it never "
+            "read may be gone, so entries deleted meanwhile may come back from it; check "
+            "`memsync show` (and `memsync forget-replica --undo gone`)"
+        ),
+    ]
+    assert returns("notes", "nas", before, before, now, 90 * day, set()) == []

@@ -25,13 +25,6 @@ SEEDS = [1, 2, 3]
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> Path:
-    root = tmp_path / "hub"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def replicas(tmp_path: Path, hub: Path) -> list[Replica]:
     # Three url spellings of the same folder: a path, a file:// url, and a path again.
     urls = [str(hub), f"file://{hub}", str(hub)]

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-import memsync.sync
+import memsync.hub.sync
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.errors import TransportError
-from memsync.memfile import header_line, now_us
-from memsync.sync import sync_once
-from memsync.transports import RemoteFile, Transport
-from memsync.transports.localdir import LocalDirTransport
-from memsync.transports.memory import InMemoryTransport
+from memsync.hub.sync import sync_once
+from memsync.hub.transports import RemoteFile, Transport
+from memsync.hub.transports.localdir import LocalDirTransport
+from memsync.hub.transports.memory import InMemoryTransport
+from memsync.local.fresh import header_line, now_us
 from tests.sshd import SshdServer, kill_sessions
 from tests.sync_helpers import (
     MEMORY,
@@ -43,13 +43,6 @@ from tests.sync_helpers import (
     ssh_remote,
     write_records,
 )
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Path:
-    root = tmp_path / "hub"
-    root.mkdir()
-    return root
 
 
 def _failed_lines(out: str) -> list[str]:
@@ -120,7 +113,7 @@ def test_ssh_connection_killed_mid_push_loses_and_duplicates_nothing(
     assert set(records) == pushed  # so the same view as a's
 
 
-def _ops_memory_sync(replica: Replica, hub: InMemoryTransport) -> memsync.sync.SyncReport:
+def _ops_memory_sync(replica: Replica, hub: InMemoryTransport) -> memsync.hub.sync.SyncReport:
     return sync_once(
         memory=MEMORY,
         local=replica.path,
@@ -211,7 +204,7 @@ class AckLost:
 def test_a_write_whose_answer_was_lost_is_adopted_not_repeated(
     tmp_path: Path, hub: Path, monkeypatch: pytest.MonkeyPatch, first: bool, lose: set[int]
 ) -> None:
-    monkeypatch.setattr(memsync.sync, "PUSH_CHUNK_BYTES", 2048)  # several chunks a push
+    monkeypatch.setattr(memsync.hub.sync, "PUSH_CHUNK_BYTES", 2048)  # several chunks a push
     a = make_replica(tmp_path, "a", str(hub))
     b = make_replica(tmp_path, "b", str(hub))
     if first:
@@ -481,7 +474,7 @@ def test_hostile_hub_files_are_reported_never_spread_and_never_crash(
 def test_a_peer_file_over_the_size_limit_is_refused_with_a_clear_error(
     tmp_path: Path, hub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memsync.sync, "MAX_PEER_BYTES", 10_000)
+    monkeypatch.setattr(memsync.hub.sync, "MAX_PEER_BYTES", 10_000)
     big = make_replica(tmp_path, "big", str(hub))
     write_records(big.path, 100)
     big.sync()  # its own file is over the limit, but our own file is never read as a peer

@@ -25,13 +25,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> Path:
-    root = tmp_path / "hub"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def replicas(tmp_path: Path, hub: Path, sshd_server: SshdServer) -> list[Replica]:
     return [make_replica(tmp_path, name, **ssh_remote(sshd_server, hub)) for name in "abc"]
 

@@ -1,6 +1,6 @@
 """Compaction planning (SEMANTICS rule 15): which lines a rewritten file must keep.
 
-Pure: records in, a `CompactionPlan` out; the shell (`memsync.compaction`) reads the file
+Pure: records in, a `CompactionPlan` out; the shell (`memsync.local.compaction`) reads the file
 and writes the result. Two passes over the file, so that memory stays that of one `Index`:
 `Survey.fold` takes every line once (pass 1), `plan_compaction` decides, and
 `CompactionPlan.account` takes every line again (pass 2) only to count what is dropped and
@@ -59,7 +59,7 @@ byte, to the side file (rule 4). Kept lines are copied byte for byte (rule 5), i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -68,13 +68,27 @@ from memsync.core.records import Record, canonical
 from memsync.core.view import Index
 
 __all__ = [
+    "DEFAULT_GRACE_SECONDS",
+    "DEFAULT_HORIZON_DAYS",
+    "DEFAULT_QUIET_SECONDS",
     "DROP_REASONS",
     "CompactionPlan",
     "Rejected",
     "Survey",
     "compact_lines",
+    "expiring_tombstones",
     "plan_compaction",
 ]
+
+DEFAULT_HORIZON_DAYS = 90.0
+"""Tombstones older than this many days may go (rule 15), once every replica has read them."""
+
+DEFAULT_QUIET_SECONDS = 60.0
+"""Compact a file only after it has not changed for this many seconds (rule 16)."""
+
+DEFAULT_GRACE_SECONDS = 5.0
+"""How long, at most, to keep draining the old inode for a writer that opened the file just
+before the rename (rule 16)."""
 
 DROP_REASONS = (
     "duplicate",
@@ -87,11 +101,16 @@ DROP_REASONS = (
 )
 """Why a line was dropped, in the order reports list them."""
 
-Acknowledged = Callable[[Record], bool]
+Acknowledged = Container[bytes]
+"""The lines of the tombstones every replica has read past (rule 15): data the shell looks
+up (for the tombstones `expiring_tombstones` names), never a callback into its storage."""
 
 
-def _everything(_rec: Record) -> bool:
-    return True
+def expiring_tombstones(survey: Survey, *, now: int, horizon: int) -> list[Record]:
+    """The tombstones past the horizon: the only ones whose acknowledgement a plan asks
+    about, so the only ones the shell needs to look up."""
+    cutoff = now - horizon
+    return [t for t in survey.index.tombs.values() if t.ts < cutoff]
 
 
 @dataclass(slots=True)
@@ -254,13 +273,13 @@ def plan_compaction(
         survey: every record of the file, folded (pass 1).
         now: the instant of the compaction, in microseconds.
         horizon: how old, in microseconds, a tombstone must be before it may go.
-        acknowledged: whether every replica known in the hub has read past a tombstone;
-            None means every tombstone is (a file with no hub).
+        acknowledged: the lines of the tombstones every replica known in the hub has
+            read past (see `expiring_tombstones`); None means every tombstone is (a file
+            with no hub).
 
     Returns:
         The plan; call `account` on every line of the file to fill its counts.
     """
-    ack = acknowledged or _everything
     index = survey.index
     tombs = index.tombs
 
@@ -293,7 +312,11 @@ def plan_compaction(
 
     # Rule 7: which tombstones could go.
     cutoff = now - horizon
-    expired = {rid for rid, t in tombs.items() if t.ts < cutoff and ack(t)}
+    expired = {
+        rid
+        for rid, t in tombs.items()
+        if t.ts < cutoff and (acknowledged is None or t.raw in acknowledged)
+    }
 
     # Rule 6: one superseding record per superseded id, and the pins it needs.
     pinned: set[str] = set()

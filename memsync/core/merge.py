@@ -24,32 +24,37 @@ a reader letting later lines win still agrees with the view (rule 14, amended).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Container, Iterable
+from collections.abc import Callable, Collection, Container, Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import xxhash
 
+from memsync.core.clock import MAX_FUTURE
 from memsync.core.lines import BadLine, Invalid, classify
 from memsync.core.records import Record, canonical
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, wins
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
+    "Ask",
     "DigestSet",
     "Held",
     "Incoming",
+    "Known",
     "MergePlan",
+    "MergeSteps",
+    "Relevant",
     "collect_incoming",
     "dest_relevant",
     "judge",
     "line_digest",
+    "merge_steps",
     "plan_merge",
     "relevant_index",
     "supersession_targets",
 ]
 
-DEFAULT_MAX_FUTURE = 24 * 3600 * 1_000_000
+DEFAULT_MAX_FUTURE = MAX_FUTURE
 """Records dated more than this (microseconds) ahead of `now` are held, not merged yet."""
 
 
@@ -127,11 +132,9 @@ class Incoming:
         return {r.id for r in self.candidates}
 
 
-class DigestSet(Protocol):
-    """What a merge asks of the destination's line digests: which of these it holds.
-    A `set[int]` is one; so is the persistent `memsync.index.FileIndex`."""
-
-    def intersection(self, digests: list[int], /) -> Collection[int]: ...
+DigestSet = set[int] | frozenset[int]
+"""The destination's line digests, as data. (The persistent index is not one: it answers
+the `Known` asks of `merge_steps` instead, so that the core never calls into SQLite.)"""
 
 
 def collect_incoming(
@@ -151,26 +154,41 @@ def collect_incoming(
     limit = now + max_future
     for source, first_line, lines in incoming:
         digests = list(map(line_digest, lines))
-        held = known.intersection(digests)
-        fresh = [i for i, d in enumerate(digests) if d not in held] if held else range(len(lines))
-        inc.known += len(lines) - len(fresh)
-        for i in fresh:
-            digest = digests[i]
-            if digest in seen:
-                inc.known += 1
-                continue
-            seen.add(digest)
-            line_no = first_line + i
-            parsed = classify(lines[i], source=source, line_no=line_no)
-            if type(parsed) is Record:
-                if parsed.ts > limit:
-                    inc.held.append(Held(source, line_no, parsed))
-                else:
-                    inc.batch.add(parsed)
-                    inc.candidates.append(parsed)
-            elif type(parsed) is Invalid:
-                inc.bad.append(BadLine(source, line_no, parsed.reason))
+        _collect_chunk(
+            inc, seen, limit, source, first_line, lines, digests, known.intersection(digests)
+        )
     return inc
+
+
+def _collect_chunk(
+    inc: Incoming,
+    seen: set[int],
+    limit: int,
+    source: str,
+    first_line: int,
+    lines: list[bytes],
+    digests: list[int],
+    held: Collection[int],
+) -> None:
+    """`collect_incoming` for one chunk whose digests the destination holds are `held`."""
+    fresh = [i for i, d in enumerate(digests) if d not in held] if held else range(len(lines))
+    inc.known += len(lines) - len(fresh)
+    for i in fresh:
+        digest = digests[i]
+        if digest in seen:
+            inc.known += 1
+            continue
+        seen.add(digest)
+        line_no = first_line + i
+        parsed = classify(lines[i], source=source, line_no=line_no)
+        if type(parsed) is Record:
+            if parsed.ts > limit:
+                inc.held.append(Held(source, line_no, parsed))
+            else:
+                inc.batch.add(parsed)
+                inc.candidates.append(parsed)
+        elif type(parsed) is Invalid:
+            inc.bad.append(BadLine(source, line_no, parsed.reason))
 
 
 def dest_relevant(rec: Record, ids: Container[str], targets: Container[str]) -> bool:
@@ -310,6 +328,59 @@ def _same(a: Record, b: Record) -> bool:
     return a.raw == b.raw or canonical(a) == canonical(b)
 
 
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What the merge sequence asks of its caller for each chunk of incoming lines: which
+    of these line digests the destination holds (the fast path: those are not parsed)."""
+
+    digests: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Relevant:
+    """What the merge sequence asks of its caller between its steps: an index of the
+    destination's records that bear on `incoming` (its ids), and, when `targets` is not
+    empty (rare: a second ask), also of the entries superseding those ids (rule 10)."""
+
+    incoming: Incoming
+    targets: set[str]
+
+
+Ask = Known | Relevant
+MergeSteps = Generator[Ask, Collection[int] | Index, MergePlan]
+"""`merge_steps`: yields what it needs to know (`Known`: answered with the digests held;
+`Relevant`: answered with an `Index`), returns the plan."""
+
+
+def merge_steps(
+    incoming: Iterable[tuple[str, int, list[bytes]]],
+    now: int,
+    max_future: int = DEFAULT_MAX_FUTURE,
+) -> MergeSteps:
+    """The merge sequence (rule 14), written once: collect the incoming lines the
+    destination lacks (a `Known` ask per chunk), ask for the destination's relevant
+    records, ask again for supersession targets when there are any, judge.
+
+    Sans-I/O, like h11: the caller drives it and does the reading, from memory
+    (`plan_merge`), a streamed file or the persistent index (`memsync.local.merge`).
+    """
+    inc = Incoming()
+    seen: set[int] = set()
+    limit = now + max_future
+    for source, first_line, lines in incoming:
+        digests = list(map(line_digest, lines))
+        held = yield Known(digests)
+        assert not isinstance(held, Index)
+        _collect_chunk(inc, seen, limit, source, first_line, lines, digests, held)
+    index = yield Relevant(inc, set())
+    assert isinstance(index, Index)
+    targets = supersession_targets(inc, index)
+    if targets:
+        index = yield Relevant(inc, targets)
+        assert isinstance(index, Index)
+    return judge(inc, index)
+
+
 def plan_merge(
     dest: Iterable[bytes],
     incoming: Iterable[tuple[str, int, list[bytes]]],
@@ -317,15 +388,24 @@ def plan_merge(
     max_future: int = DEFAULT_MAX_FUTURE,
 ) -> MergePlan:
     """Plan the merge of `incoming` (chunks of source lines) into a destination
-    whose complete lines are `dest` (an in-memory convenience over `collect_incoming` and
-    `judge`; the file merge streams the destination twice instead)."""
+    whose complete lines are `dest` (`merge_steps` driven in memory; the file merge
+    streams the destination instead)."""
     lines = list(dest)
-    inc = collect_incoming({line_digest(raw) for raw in lines}, incoming, now, max_future)
-    index = relevant_index(lines, inc.ids)
-    targets = supersession_targets(inc, index)
-    if targets:
-        relevant_index(lines, set(), targets, into=index)
-    return judge(inc, index)
+    known = {line_digest(raw) for raw in lines}
+    index = Index()
+    steps = merge_steps(incoming, now, max_future)
+    ask = next(steps)
+    try:
+        while True:
+            if isinstance(ask, Known):
+                ask = steps.send(known.intersection(ask.digests))
+            elif ask.targets:
+                ask = steps.send(relevant_index(lines, set(), ask.targets, into=index))
+            else:
+                ask = steps.send(relevant_index(lines, ask.incoming.ids, into=index))
+    except StopIteration as done:
+        plan: MergePlan = done.value
+        return plan
 
 
 def _judge(rec: Record, dest: Index, batch: Index, plan: MergePlan) -> str:

@@ -14,7 +14,16 @@ from typing import Annotated
 
 import msgspec
 
-__all__ = ["MS", "SECOND", "Timestamp", "canonical_ts", "format_ts", "from_datetime", "parse_ts"]
+__all__ = [
+    "MS",
+    "SECOND",
+    "Timestamp",
+    "canonical_ts",
+    "format_ts",
+    "from_datetime",
+    "parse_ts",
+    "to_datetime",
+]
 
 SECOND = 1_000_000
 MS = 1_000

@@ -9,10 +9,12 @@ whatever order the records arrive in. `build_view` then applies rules 9 to 12 at
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from operator import attrgetter
 
 from memsync.core.lines import BadLine, Header, Invalid, classify
+from memsync.core.prompt import scope_matches
 from memsync.core.records import Record, canonical
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "Index",
     "View",
     "build_view",
+    "select",
     "wins",
 ]
 
@@ -182,3 +185,22 @@ def build_view(index: Index, now: int) -> View:
             live.append(rec)
     live.sort(key=attrgetter("ts", "id"))
     return View(live, list(index.twins))
+
+
+def select(
+    records: list[Record], *, scope: str | None = None, kinds: Collection[str] = ()
+) -> list[Record]:
+    """`show`'s filter over a view: records of any of `kinds` (all when empty) that belong
+    to a task with scope `scope` (`core.prompt.scope_matches`: global entries always do;
+    with no scope given, every record is kept)."""
+    if scope is None and not kinds:
+        return records
+    kept = []
+    for rec in records:
+        obj = rec.fields()
+        if kinds and obj["kind"] not in kinds:
+            continue
+        if scope is not None and not scope_matches(obj.get("scope", "global"), scope):
+            continue
+        kept.append(rec)
+    return kept

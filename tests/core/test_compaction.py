@@ -89,7 +89,8 @@ def plan_of(
     now: int = NOW,
     acked: bool = True,
 ) -> tuple[CompactionPlan, list[Rejected]]:
-    return compact_lines(lines, now=now, horizon=horizon, acknowledged=lambda _r: acked)
+    # None: every tombstone is acknowledged; an empty set: none is.
+    return compact_lines(lines, now=now, horizon=horizon, acknowledged=None if acked else set())
 
 
 def compact(

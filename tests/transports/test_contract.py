@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from memsync.errors import TransportError
-from memsync.transports import RemoteFile, Transport, open_transport, validate_name
-from memsync.transports.localdir import LocalDirTransport
-from memsync.transports.memory import InMemoryTransport
+from memsync.hub.transports import RemoteFile, Transport, open_transport, validate_name
+from memsync.hub.transports.localdir import LocalDirTransport
+from memsync.hub.transports.memory import InMemoryTransport
 from tests.sshd import SshdServer
 
 FOLDER = "notes"
@@ -68,7 +68,7 @@ def _make_hub(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Hub:
     if kind == "localdir":
         return _disk_hub(kind, root, LocalDirTransport(root))
     server: SshdServer = request.getfixturevalue("sshd_server")
-    from memsync.transports.ssh import SSHTransport
+    from memsync.hub.transports.ssh import SSHTransport
 
     ssh = SSHTransport(
         server.host,
@@ -320,5 +320,5 @@ def test_open_transport(tmp_path: Path) -> None:
 
 
 def test_importing_transports_does_not_import_paramiko() -> None:
-    code = "import sys, memsync.transports; sys.exit('paramiko' in sys.modules)"
+    code = "import sys, memsync.hub.transports; sys.exit('paramiko' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

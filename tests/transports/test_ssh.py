@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memsync.errors import HostKeyError, TransportError, TransportTimeout
-from memsync.transports.ssh import SSHTransport
+from memsync.hub.transports.ssh import SSHTransport
 from tests.sshd import (
     SshdServer,
     free_port,

@@ -25,7 +25,7 @@ from memsync.core.lines import classify
 from memsync.core.merge import dest_relevant, line_digest
 from memsync.core.records import Record
 from memsync.core.view import Index
-from memsync.storage import read_chunks, read_tail
+from memsync.local.storage import read_chunks, read_tail
 
 __all__ = [
     "TAIL_BYTES",
@@ -244,7 +244,7 @@ class FileIndex(_Store):
     # Questions a merge asks
 
     def intersection(self, digests: list[int], /) -> Collection[int]:
-        """Which of `digests` are lines of the file (the `DigestSet` protocol)."""
+        """Which of `digests` are lines of the file (the answer to `core.merge.Known`)."""
         self._asked += len(digests)
         if self._cache is not None or self._asked > _CACHE_AFTER:
             return self._load_cache().intersection(digests)

@@ -2,10 +2,10 @@
 `memsync.core.compaction`.
 
 `compact_file` starts only when the file is quiet: unchanged for `quiet_seconds`, held open
-for writing by no other process (`memsync.procfs`), and its lock taken; otherwise it raises
+for writing by no other process (`memsync.local.procfs`), and its lock taken; otherwise it raises
 `NotQuiet`, and the caller tries again later. Then, still under the lock:
 
-1. stale leftovers of a killed compaction are dealt with (`_clean_up`);
+1. stale leftovers of a killed compaction are dealt with (`clean_up`);
 2. pass 1 reads the file through one fd, folding every record (`Survey`), and the plan is
    made; pass 2 reads the same bytes again to count what is dropped and to move the bad
    lines, byte for byte, to `<file>.rejected` (fsynced before anything else changes);
@@ -27,28 +27,45 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import stat
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import xxhash
 
-from memsync.core.compaction import DROP_REASONS, CompactionPlan, Rejected, Survey, plan_compaction
+from memsync.core.compaction import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+    DROP_REASONS,
+    CompactionPlan,
+    Rejected,
+    Survey,
+    expiring_tombstones,
+    plan_compaction,
+)
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
-from memsync.core.timestamps import SECOND, format_ts
-from memsync.errors import LockTimeout, NotQuiet
-from memsync.lock import file_lock
-from memsync.memfile import header_line, no_gc, now_us
-from memsync.procfs import Writer, writers
-from memsync.procfs import available as procfs_available
-from memsync.storage import CHUNK_BYTES, append_bytes, fsync_dir, read_chunks_fd, write_all
+from memsync.core.timestamps import SECOND
+from memsync.errors import NotQuiet
+from memsync.local.drain import (
+    clean_up,
+    drain,
+    finish_drain,
+    rejected_path,
+    set_aside,
+    unlink,
+    write_rejected,
+)
+from memsync.local.fresh import header_line, now_us
+from memsync.local.lock import held, lock_path
+from memsync.local.procfs import writers
+from memsync.local.reading import no_gc
+from memsync.local.storage import fsync_dir, read_chunks_fd, write_all
 
 __all__ = [
     "DAY",
@@ -56,33 +73,18 @@ __all__ = [
     "DEFAULT_HORIZON_DAYS",
     "DEFAULT_QUIET_SECONDS",
     "CompactionResult",
-    "Drained",
+    "acknowledged_lines",
     "compact_file",
-    "drain",
     "rejected_path",
 ]
 
 logger = logging.getLogger(__name__)
 
 DAY = 24 * 3600 * SECOND
-DEFAULT_HORIZON_DAYS = 90.0
-DEFAULT_QUIET_SECONDS = 60.0
-DEFAULT_GRACE_SECONDS = 5.0
-"""How long, at most, to keep draining the old inode for a writer that opened the file just
-before the rename. With /proc the drain stops as soon as no process holds it open (after
-`_SETTLE` seconds); without it, it drains for the whole period."""
+# DEFAULT_GRACE_SECONDS: with /proc the drain stops as soon as no process holds the old
+# inode open (after `_SETTLE` seconds); without it, it drains for the whole period.
 
-_SETTLE = 0.05
-"""Drain at least this long: a writer may have resolved the path before the rename and not
-yet installed its fd where /proc shows it."""
-_POLL = 0.02
-_STALE_AFTER = 60.0
 _LOCK_TIMEOUT = 1.0
-
-
-def rejected_path(path: Path) -> Path:
-    """The side file of a memory file's bad lines: `<file>.rejected` (rule 4)."""
-    return path.with_name(path.name + ".rejected")
 
 
 @dataclass
@@ -135,6 +137,18 @@ class CompactionResult:
         }
 
 
+def acknowledged_lines(
+    survey: Survey, now: int, horizon: int, acknowledged: Callable[[Record], bool] | None
+) -> frozenset[bytes] | None:
+    """What the core's plan takes (rule 15): the lines of the tombstones past the horizon
+    that every replica has read, asked of `acknowledged` (the hub's word, which reads its
+    digest stores) here in the shell; None when there is no hub."""
+    if acknowledged is None:
+        return None
+    expiring = expiring_tombstones(survey, now=now, horizon=horizon)
+    return frozenset(t.raw for t in expiring if acknowledged(t))
+
+
 def compact_file(
     path: Path,
     *,
@@ -185,7 +199,7 @@ def compact_file(
         finally:
             os.close(fd)
     with _compaction_lock(path, lock_timeout):
-        _clean_up(path, at)
+        clean_up(path, at)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             _check_quiet(path, os.fstat(fd), quiet_seconds)
@@ -202,15 +216,9 @@ def compact_file(
 @contextmanager
 def _compaction_lock(path: Path, timeout: float) -> Iterator[None]:
     """The file's lock, or NotQuiet when another memsync process holds it."""
-    lock = file_lock(path, timeout)
-    try:
-        lock.__enter__()
-    except LockTimeout:
-        raise NotQuiet(f"{path}: locked by another memsync process") from None
-    try:
+    busy = f"{path}: locked by another memsync process"
+    with held(lock_path(path), timeout, lambda: NotQuiet(busy)):
         yield
-    finally:
-        lock.__exit__(None, None, None)
 
 
 def _check_quiet(path: Path, st: os.stat_result, quiet_seconds: float) -> None:
@@ -267,9 +275,8 @@ class _Work:
         if self.lines != records + 1 or not self.first_is_header:
             return False
         with no_gc():
-            plan = plan_compaction(
-                self.survey_, now=self.now, horizon=horizon, acknowledged=acknowledged
-            )
+            acked = acknowledged_lines(self.survey_, self.now, horizon, acknowledged)
+            plan = plan_compaction(self.survey_, now=self.now, horizon=horizon, acknowledged=acked)
         self.plan = plan
         if len(plan.keep) != records:
             return False
@@ -289,7 +296,10 @@ class _Work:
         bad: list[Rejected] = []
         with no_gc():
             plan = self.plan or plan_compaction(
-                self.survey_, now=self.now, horizon=horizon, acknowledged=acknowledged
+                self.survey_,
+                now=self.now,
+                horizon=horizon,
+                acknowledged=acknowledged_lines(self.survey_, self.now, horizon, acknowledged),
             )
             self.plan = plan
             for chunk in read_chunks_fd(self.fd, stop=self.end):
@@ -299,7 +309,7 @@ class _Work:
         if hasher.digest() != self.digest:
             raise NotQuiet(f"{self.path}: rewritten in place during compaction; try again")
         if reject and bad:
-            _reject(self.path, bad, self.now)
+            write_rejected(self.path, bad, self.now)
         self.out.rejected = len(bad)
 
     def rewrite(self, grace_seconds: float) -> None:
@@ -321,7 +331,7 @@ class _Work:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            aside = _set_aside(path, self.end)
+            aside = set_aside(path, self.end)
             st = os.stat(path)
             if (st.st_dev, st.st_ino) != (self.dev, self.ino):
                 raise NotQuiet(f"{path}: replaced by another program during compaction")
@@ -330,14 +340,14 @@ class _Work:
             fsync_dir(folder)
         finally:
             if not renamed:
-                _unlink(tmp)
+                unlink(tmp)
                 if aside is not None:
-                    _unlink(aside)
+                    unlink(aside)
         self.out.generation = generation
         self.out.rewritten = True
         drained = drain(self.fd, self.end, path, time.monotonic() + grace_seconds)
         self.out.drained = drained.lines
-        self.out.rejected += _finish_drain(path, aside, drained, self.now)
+        self.out.rejected += finish_drain(path, aside, drained, self.now)
 
     def result(self, *, dry_run: bool) -> CompactionResult:
         out = self.out
@@ -362,213 +372,3 @@ class _Work:
         else:
             out.size_after, out.lines_after = self.size, self.lines
         return out
-
-
-@dataclass(frozen=True, slots=True)
-class Drained:
-    """What `drain` did.
-
-    Attributes:
-        lines, size: the complete lines copied, and their size in bytes.
-        offset: where the copy stopped in the old inode (after its last complete line).
-        torn: an unterminated last line left after `offset` (b"" when none).
-        holders: processes that still held the old inode open for writing at the end.
-    """
-
-    lines: int
-    size: int
-    offset: int
-    torn: bytes
-    holders: tuple[Writer, ...]
-
-
-def drain(old_fd: int, offset: int, path: Path, until: float) -> Drained:
-    """Copy to `path` the complete lines that reach the old inode `old_fd` from `offset` on.
-
-    Runs until no other process holds the old inode open for writing (but at least
-    `_SETTLE` seconds), or until the monotonic clock passes `until`; where /proc cannot
-    tell who holds it, until `until`. Appends go to `path` as whole lines with one write
-    each (rule 13); the caller holds the file's lock, so `path` is the new inode.
-    """
-    st = os.fstat(old_fd)
-    can_tell = procfs_available()
-    settle = time.monotonic() + min(_SETTLE, max(0.0, until - time.monotonic()))
-    lines = copied = 0
-    pending = b""
-    holders: tuple[Writer, ...] = ()
-    while True:
-        chunk = _pread_all(old_fd, offset + len(pending))
-        data = pending + chunk
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            append_bytes(path, data[:cut])
-            lines += data.count(b"\n", 0, cut)
-            copied += cut
-            offset += cut
-        pending = data[cut:]
-        now = time.monotonic()
-        if now >= until or now >= settle:
-            holders = tuple(writers(st.st_dev, st.st_ino)) if can_tell else ()
-            if can_tell and not holders and _pread_all(old_fd, offset + len(pending)):
-                continue  # a last write landed between the read and the check
-            if now >= until or (can_tell and not holders):
-                break
-        time.sleep(_POLL)
-    if lines:
-        logger.info("%s: copied %d line(s) that reached the old file late", path, lines)
-    return Drained(lines, copied, offset, pending, holders)
-
-
-def _finish_drain(path: Path, aside: Path | None, drained: Drained, now: int) -> int:
-    """After a drain: while some process still holds the old inode open for writing, keep
-    its aside link, renamed for the offset reached, so that the next compaction copies what
-    it writes later; else the link goes and an unterminated last line goes to the side
-    file. Returns how many lines went there."""
-    if drained.holders:
-        who = ", ".join(map(str, drained.holders))
-        if aside is not None:
-            keep = aside.with_name(_ASIDE.sub(f".old-{os.getpid()}-{drained.offset}", aside.name))
-            os.replace(aside, keep)
-            logger.warning(
-                "%s: %s still holds the old file open; the next compaction copies what it "
-                "writes there",
-                path,
-                who,
-            )
-            return 0
-        logger.warning("%s: %s still holds the old file open; what it writes is lost", path, who)
-    if aside is not None:
-        _unlink(aside)
-    if drained.torn:
-        _reject(path, [Rejected(0, drained.torn, "unterminated last line")], now)
-        return 1
-    return 0
-
-
-def _pread_all(fd: int, offset: int) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        block = os.pread(fd, CHUNK_BYTES, offset)
-        if not block:
-            return b"".join(parts)
-        parts.append(block)
-        offset += len(block)
-
-
-def _reject(path: Path, bad: list[Rejected], now: int) -> None:
-    """Append bad lines, byte for byte, to `<file>.rejected` (0600) and fsync it.
-
-    Each is preceded by a note naming where it came from. The note is a header line (rule
-    2: a header anywhere else is skipped), so `memsync check` on the side file lists
-    exactly the bad lines."""
-    side = rejected_path(path)
-    parts: list[bytes] = []
-    for item in bad:
-        note: dict[str, object] = {
-            "format": "agent-memory/0.1",
-            "created_at": format_ts(now),
-            "rejected_from": path.name,
-            "reason": item.reason,
-        }
-        if item.line:
-            note["line"] = item.line
-        parts.append(msgspec.json.encode(note) + b"\n" + item.raw + b"\n")
-    append_bytes(side, b"".join(parts), header=header_line(now))
-    fd = os.open(side, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _set_aside(path: Path, offset: int) -> Path | None:
-    """Hard-link the old inode as `.<name>.old-<pid>-<offset>`: if this process is killed
-    after the rename, the next compaction drains it from `offset` (see `_clean_up`). Where
-    the filesystem has no hard links, compaction goes on without."""
-    aside = path.with_name(f".{path.name}.old-{os.getpid()}-{offset}")
-    try:
-        os.link(path, aside)
-    except OSError as exc:
-        logger.debug("%s: no hard link for the old file (%s)", path, exc)
-        return None
-    return aside
-
-
-_TMP = re.compile(r"\.tmp-(?:compact-)?(\d+)\Z")
-_ASIDE = re.compile(r"\.old-(\d+)-(\d+)\Z")
-
-
-def _clean_up(path: Path, now: int) -> None:
-    """Under the lock, deal with what a killed compaction left (rule 16).
-
-    - `.<name>.tmp-*` temp files whose process is dead, or older than a minute, are
-      removed (a compaction's own temp file is only ever written under the lock, so any
-      found here is stale).
-    - `.<name>.old-<pid>-<offset>` links to an old inode: if it is still the file, the kill
-      came before the rename and the link goes; otherwise the complete lines after
-      `offset` are copied into the file (a kill during the drain) before it goes.
-    """
-    prefix = f".{path.name}."
-    try:
-        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
-    except OSError:
-        return
-    for name in names:
-        rest = name[len(prefix) - 1 :]
-        leftover = path.parent / name
-        if rest.startswith(".tmp-"):
-            m = _TMP.match(rest)
-            if (m and rest.startswith(".tmp-compact-")) or _stale(leftover, m):
-                logger.info("%s: removing a stale temp file", leftover)
-                _unlink(leftover)
-        elif (m := _ASIDE.match(rest)) is not None:
-            _recover(path, leftover, int(m.group(2)), now)
-
-
-def _stale(leftover: Path, m: re.Match[str] | None) -> bool:
-    try:
-        age = time.time() - os.lstat(leftover).st_mtime
-    except OSError:
-        return False
-    if age > _STALE_AFTER:
-        return True
-    return m is not None and not _alive(int(m.group(1)))
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _recover(path: Path, aside: Path, offset: int, now: int) -> None:
-    try:
-        fd = os.open(aside, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        old, cur = os.fstat(fd), os.stat(path)
-        if (old.st_dev, old.st_ino) == (cur.st_dev, cur.st_ino):
-            _unlink(aside)  # killed before its rename: the file is the old one
-            return
-        drained = drain(fd, offset, path, time.monotonic())
-        _finish_drain(path, aside, drained, now)
-    finally:
-        os.close(fd)
-    if drained.lines:
-        logger.warning(
-            "%s: copied %d line(s) that reached the file replaced by an earlier compaction",
-            path,
-            drained.lines,
-        )
-
-
-def _unlink(path: Path) -> None:
-    with suppress(FileNotFoundError):
-        os.unlink(path)

@@ -33,42 +33,38 @@ from typing import Any
 
 import xxhash
 
-from memsync.config import Config, RemoteConfig
-from memsync.core.lines import Header, classify
+from memsync.core.lines import Header, classify, split_complete
 from memsync.core.merge import line_digest
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
-from memsync.errors import MemsyncError, ReplicaClash, TransportError
-from memsync.hub import (
+from memsync.core.watermarks import (
     WATERMARK_SUFFIX,
     covers,
     marks_of,
     parse_watermarks,
     snapshot_of,
 )
-from memsync.index import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
-from memsync.memfile import Memory, header_line, now_us
-from memsync.merging import index_path, merge_chunks
-from memsync.storage import read_chunks
-from memsync.syncstate import (
+from memsync.errors import MemsyncError, ReplicaClash, TransportError
+from memsync.hub.state import (
     SNAPSHOTS,
     PeerState,
     SyncState,
     hub_store_path,
     pass_lock,
-    resolve_replica,
     state_path,
 )
-from memsync.transports import RemoteFile, Transport, open_transport
+from memsync.hub.transports import RemoteFile, Transport
+from memsync.local.fileindex import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
+from memsync.local.fresh import header_line, now_us
+from memsync.local.merge import index_path, merge_chunks
+from memsync.local.storage import read_chunks
 
 __all__ = [
     "HUB_TAIL_BYTES",
     "MAX_PEER_BYTES",
     "PUSH_CHUNK_BYTES",
     "SyncReport",
-    "open_remote",
-    "resolve_replica",
-    "sync_config",
+    "b64",
     "sync_once",
 ]
 
@@ -123,11 +119,6 @@ class SyncReport:
 
 def _hash(data: bytes) -> str:
     return xxhash.xxh3_64_hexdigest(data)
-
-
-def complete_lines(data: bytes) -> tuple[list[bytes], int]:
-    end = data.rfind(b"\n") + 1
-    return (data[: end - 1].split(b"\n") if end else []), end
 
 
 def _generation(data: bytes) -> str | None:
@@ -210,7 +201,7 @@ class _Pass:
             f.name[: -len(WATERMARK_SUFFIX)] for f in files if f.name.endswith(WATERMARK_SUFFIX)
         }
         self.report.replicas = {
-            name: self.state.marks.get(name, {}).get("updated_at")
+            name: None if (m := self.state.marks.get(name)) is None else m.get("updated_at")
             for name in sorted(known - {self.replica})
         }
         if chunks:
@@ -269,7 +260,7 @@ class _Pass:
             if offset == 0:
                 generation, window = _generation(data), b""
             offset += len(data)
-            block, end = complete_lines(pending + data)
+            block, end = split_complete(pending + data)
             lines += block
             pending = (pending + data)[end:]
             window = (window + data)[-(HUB_TAIL_BYTES + len(pending)) :]
@@ -299,7 +290,7 @@ class _Pass:
         }
 
     def snapshot(self) -> None:
-        """Record how far every hub file has been read now (see `memsync.hub`), and which
+        """Record how far every hub file has been read now (see `memsync.core.watermarks`), and which
         replicas have not read that far yet."""
         sizes = {peer + _SUFFIX: [p.offset, p.generation] for peer, p in self.state.peers.items()}
         if self.state.own_size:
@@ -362,7 +353,7 @@ class _Pass:
             # More than we know of: our own write whose answer was lost (every line is one
             # of our local records), or someone else's (a clash).
             extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
-            lines, end = complete_lines(extra)
+            lines, end = split_complete(extra)
             # Only valid records tell whose bytes these are: a header is not one, nor is a
             # torn line of ours that a pass whose answer was lost terminated. A record went
             # out without the "\r" of a CRLF local line: either form is ours.
@@ -533,62 +524,3 @@ def sync_once(
         p.close()
         p.report.seconds = round(time.monotonic() - started, 4)
     return p.report
-
-
-def open_remote(remote: RemoteConfig) -> Transport:
-    """The transport of a configured remote (nothing is connected until it is used)."""
-    url = remote.parsed_url
-    return open_transport(
-        url.scheme,
-        url.path,
-        host=url.host,
-        user=url.user,
-        port=url.port,
-        identity_file=remote.identity_file,
-        known_hosts=remote.known_hosts,
-        accept_new_host_key=remote.accept_new_host_key,
-    )
-
-
-def sync_config(
-    config: Config,
-    *,
-    memory: str | None = None,
-    remote: str | None = None,
-    transports: dict[str, Transport] | None = None,
-    now: int | None = None,
-) -> list[SyncReport]:
-    """One pass for every memory and remote of `config` (or the one named): a remote that
-    fails does not stop the others. `transports`, when given, are reused and kept open
-    (the daemon's connections); otherwise they are opened and closed here."""
-    replica = resolve_replica(config.replica, config.state_dir)
-    own = transports is None
-    pool: dict[str, Transport] = {} if transports is None else transports
-    reports: list[SyncReport] = []
-    try:
-        for mem in config.memory:
-            if memory is not None and mem.name != memory:
-                continue
-            if not mem.path.exists():
-                Memory.open(mem.path)
-            for rc in config.memory_remotes(mem):
-                if remote is not None and rc.name != remote:
-                    continue
-                if rc.name not in pool:
-                    pool[rc.name] = open_remote(rc)
-                reports.append(
-                    sync_once(
-                        memory=mem.name,
-                        local=mem.path,
-                        remote=rc.name,
-                        transport=pool[rc.name],
-                        replica=replica,
-                        state_dir=config.state_dir,
-                        now=now,
-                    )
-                )
-    finally:
-        if own:
-            for t in pool.values():
-                t.close()
-    return reports

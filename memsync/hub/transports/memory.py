@@ -15,10 +15,10 @@ import time
 from typing import TYPE_CHECKING
 
 from memsync.errors import TransportError
-from memsync.transports.base import RemoteFile, check_name, validate_name
+from memsync.hub.transports.base import RemoteFile, check_name, validate_name
 
 if TYPE_CHECKING:
-    from memsync.transports.base import Transport
+    from memsync.hub.transports.base import Transport
 
 __all__ = ["InMemoryTransport"]
 

@@ -35,10 +35,10 @@ import paramiko
 from paramiko.sftp import CMD_EXTENDED
 
 from memsync.errors import HostKeyError, MemsyncError, TransportError
-from memsync.transports.base import RemoteFile, check_name, map_errors, validate_name
+from memsync.hub.transports.base import RemoteFile, check_name, map_errors, validate_name
 
 if TYPE_CHECKING:
-    from memsync.transports.base import Transport
+    from memsync.hub.transports.base import Transport
 
 __all__ = ["SSHTransport"]
 
@@ -47,13 +47,13 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 
-def fingerprint(key: paramiko.PKey) -> str:
+def _fingerprint(key: paramiko.PKey) -> str:
     """The OpenSSH form of a key's fingerprint: `SHA256:<base64 without padding>`."""
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def load_known_hosts(path: Path, into: paramiko.HostKeys) -> set[bytes]:
+def _load_known_hosts(path: Path, into: paramiko.HostKeys) -> set[bytes]:
     """Load an OpenSSH known_hosts file into `into`; return the `@revoked` keys' blobs.
 
     paramiko's own loader stops the whole file on a line it cannot decode (a
@@ -103,7 +103,7 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
         owner = self.owner
-        described = f"{key.get_name()} {fingerprint(key)}"
+        described = f"{key.get_name()} {_fingerprint(key)}"
         if key.asbytes() in self.revoked:
             raise HostKeyError(
                 f"{owner.server}: host key {described} is marked @revoked in "
@@ -215,7 +215,7 @@ class SSHTransport:
         try:
             revoked: set[bytes] = set()
             if self.known_hosts.is_file():
-                revoked = load_known_hosts(self.known_hosts, client.get_host_keys())
+                revoked = _load_known_hosts(self.known_hosts, client.get_host_keys())
             client.set_missing_host_key_policy(_HostKeyPolicy(self, revoked))
             client.connect(
                 self.hostname,
@@ -244,8 +244,8 @@ class SSHTransport:
             client.close()
             raise HostKeyError(
                 f"{self.server}: HOST KEY CHANGED (possible man-in-the-middle): it offers "
-                f"{exc.key.get_name()} {fingerprint(exc.key)}, but {self.known_hosts} has "
-                f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}; if the change "
+                f"{exc.key.get_name()} {_fingerprint(exc.key)}, but {self.known_hosts} has "
+                f"{exc.expected_key.get_name()} {_fingerprint(exc.expected_key)}; if the change "
                 f"is expected, remove the old entry (ssh-keygen -R {self._known_hosts_name} "
                 f"-f {self.known_hosts}) and connect again"
             ) from None
@@ -274,7 +274,14 @@ class SSHTransport:
             client.close()
 
     def _call(self, where: str, op: Callable[[paramiko.SFTPClient], _T]) -> _T:
-        with self._lock, map_errors(f"{self.url}/{where}".rstrip("/")):
+        with (
+            self._lock,
+            map_errors(
+                f"{self.url}/{where}".rstrip("/"),
+                host=self.hostname,
+                path=posixpath.join(self.root, where),
+            ),
+        ):
             try:
                 return op(self._session())
             except BaseException as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memsync.errors import TransportError
-from memsync.transports.base import RemoteFile, Transport, validate_name
+from memsync.hub.transports.base import RemoteFile, Transport, validate_name
 
 __all__ = ["RemoteFile", "Transport", "open_transport", "validate_name"]
 
@@ -31,7 +31,7 @@ def open_transport(
         scheme: "file" for a directory (local or mounted), "ssh" for an SSH host.
         path: the hub root directory.
         host, user, port, identity_file, known_hosts, accept_new_host_key: for "ssh" only;
-            see `memsync.transports.ssh.SSHTransport`.
+            see `memsync.hub.transports.ssh.SSHTransport`.
 
     Raises:
         TransportError: an unknown scheme, or "ssh" without a host.
@@ -40,13 +40,13 @@ def open_transport(
         >>> hub = open_transport("file", "/mnt/shared/memsync")
     """
     if scheme == "file":
-        from memsync.transports.localdir import LocalDirTransport
+        from memsync.hub.transports.localdir import LocalDirTransport
 
         return LocalDirTransport(Path(path))
     if scheme == "ssh":
         if not host:
-            raise TransportError(f"ssh remote {path!r}: no host given")
-        from memsync.transports.ssh import SSHTransport
+            raise TransportError(f"ssh remote {path!r}: no host given", None, path)
+        from memsync.hub.transports.ssh import SSHTransport
 
         return SSHTransport(
             host,
@@ -57,4 +57,4 @@ def open_transport(
             known_hosts=known_hosts,
             accept_new_host_key=accept_new_host_key,
         )
-    raise TransportError(f"unknown remote scheme {scheme!r}; expected 'file' or 'ssh'")
+    raise TransportError(f"unknown remote scheme {scheme!r}; expected 'file' or 'ssh'", host, path)

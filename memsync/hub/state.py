@@ -14,12 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-from filelock import Timeout as _LockTimeout
-
+from memsync.core.watermarks import MarksDoc, SnapshotDoc
 from memsync.errors import LockTimeout
-from memsync.storage import atomic_replace
-from memsync.transports import validate_name
+from memsync.hub.transports import validate_name
+from memsync.local.lock import held
+from memsync.local.storage import atomic_replace
 
 __all__ = [
     "PeerState",
@@ -27,11 +26,13 @@ __all__ = [
     "hub_store_path",
     "pass_lock",
     "resolve_replica",
+    "retired",
+    "set_retired",
     "state_path",
 ]
 
 SNAPSHOTS = 64
-"""How many snapshots (see `memsync.hub`) a state keeps."""
+"""How many snapshots (see `memsync.core.watermarks`) a state keeps."""
 
 
 def _hostname_id() -> str:
@@ -62,7 +63,7 @@ def state_path(state_dir: Path, memory: str, remote: str) -> Path:
 
 
 def hub_store_path(state_dir: Path, memory: str, remote: str) -> Path:
-    """The digests of the lines the hub holds (a `memsync.index.DigestStore`)."""
+    """The digests of the lines the hub holds (a `memsync.local.fileindex.DigestStore`)."""
     return state_dir / "sync" / memory / f"{remote}.hub.sqlite"
 
 
@@ -83,8 +84,8 @@ class SyncState:
     pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
     peers: dict[str, PeerState] = field(default_factory=dict)
     watermarks: str = ""  # the last watermark document published
-    snapshots: list[dict[str, Any]] = field(default_factory=list)  # see memsync.hub
-    marks: dict[str, dict[str, Any]] = field(default_factory=dict)  # peers' watermarks
+    snapshots: list[SnapshotDoc] = field(default_factory=list)  # see memsync.core.watermarks
+    marks: dict[str, MarksDoc] = field(default_factory=dict)  # peers' watermarks
     replica: str | None = None  # the replica id, so the file, the own_* fields are about
 
     @classmethod
@@ -107,14 +108,21 @@ def pass_lock(state_dir: Path, memory: str, remote: str) -> Iterator[None]:
     `memsync sync` run at once must not both write our hub file)."""
     path = state_dir / "sync" / memory / f"{remote}.lock"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = FileLock(path, mode=0o600)
-    try:
-        lock.acquire(timeout=60)
-    except _LockTimeout:
-        raise LockTimeout(
-            f"{path}: another memsync process is syncing {memory} with {remote}"
-        ) from None
-    try:
+    busy = f"{path}: another memsync process is syncing {memory} with {remote}"
+    with held(path, 60, lambda: LockTimeout(busy)):
         yield
-    finally:
-        lock.release()
+
+
+def retired(state_dir: Path) -> set[str]:
+    """Replicas this machine was told to forget (`memsync forget-replica`)."""
+    try:
+        names = json.loads((state_dir / "retired.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return set()
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def set_retired(state_dir: Path, names: set[str]) -> None:
+    """Record the replicas to forget (`memsync forget-replica`, and `--undo`)."""
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_replace(state_dir / "retired.json", json.dumps(sorted(names)).encode())

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsync.errors import TransportError
-from memsync.storage import write_all
-from memsync.transports.base import RemoteFile, check_name, map_errors, validate_name
+from memsync.hub.transports.base import RemoteFile, check_name, map_errors, validate_name
+from memsync.local.storage import write_all
 
 if TYPE_CHECKING:
-    from memsync.transports.base import Transport
+    from memsync.hub.transports.base import Transport
 
 __all__ = ["LocalDirTransport"]
 

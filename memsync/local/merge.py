@@ -9,34 +9,36 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import xxhash
 
+from memsync.core.handoff import HandoffFilter, select_handoff
 from memsync.core.lines import classify
 from memsync.core.merge import (
     DEFAULT_MAX_FUTURE,
-    Incoming,
+    Known,
     MergePlan,
-    collect_incoming,
-    judge,
+    MergeSteps,
+    Relevant,
     line_digest,
+    merge_steps,
     relevant_index,
-    supersession_targets,
 )
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, build_view
-from memsync.index import Cursor, FileIndex, cursor_at, cursor_valid
-from memsync.lock import DEFAULT_TIMEOUT, file_lock
-from memsync.memfile import header_line, no_gc, now_us, scan
-from memsync.storage import append_bytes, read_chunks
+from memsync.errors import FileReplaced
+from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
+from memsync.local.fresh import header_line, now_us
+from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
+from memsync.local.reading import no_gc, scan
+from memsync.local.storage import append_bytes, read_chunks
 
 __all__ = [
-    "HandoffFilter",
     "MergeResult",
     "PendingMerge",
     "apply_merge",
@@ -67,20 +69,44 @@ def read_digests(path: Path) -> tuple[set[int], int, int]:
     return digests, end, ino
 
 
-def read_relevant(path: Path, inc: Incoming) -> Index:
-    """The second pass: an index of the records of `path` that bear on `inc` (and a third,
-    rare one for supersessions, see `supersession_targets`)."""
+def _drive(
+    steps: MergeSteps,
+    known: list[Callable[[list[int]], Collection[int]]],
+    read: Callable[[Relevant], Index],
+) -> MergePlan:
+    """Run the core's merge sequence: `known[0]` answers which digests the destination
+    holds; the box is emptied once the lines are collected, so that a file's digests (which
+    can be large) are freed before its records are read; `read` reads those."""
+    ask = next(steps)
+    try:
+        while True:
+            if isinstance(ask, Known):
+                ask = steps.send(known[0](ask.digests))
+            else:
+                known.clear()
+                ask = steps.send(read(ask))
+    except StopIteration as done:
+        plan: MergePlan = done.value
+        return plan
+
+
+def _file_reader(path: Path) -> Callable[[Relevant], Index]:
+    """Answers `merge_steps`' asks by streaming `path`: the second pass of a file merge
+    indexes the records that bear on what is new; a third, rare one adds the supersession
+    targets to that index."""
     index = Index()
-    if not inc.candidates or not path.exists():
-        return index
-    with no_gc():
+
+    def read(need: Relevant) -> Index:
+        if not need.incoming.candidates or not path.exists():
+            return index
         for chunk in read_chunks(path):
-            relevant_index(chunk.lines, inc.ids, into=index)
-        targets = supersession_targets(inc, index)
-        if targets:
-            for chunk in read_chunks(path):
-                relevant_index(chunk.lines, set(), targets, into=index)
-    return index
+            if need.targets:
+                relevant_index(chunk.lines, set(), need.targets, into=index)
+            else:
+                relevant_index(chunk.lines, need.incoming.ids, into=index)
+        return index
+
+    return read
 
 
 def _plan(
@@ -88,10 +114,11 @@ def _plan(
 ) -> PendingMerge:
     digests, end, ino = read_digests(dest)
     at = now_us() if now is None else now
+    steps = merge_steps(lines, at, max_future)
+    known: list[Callable[[list[int]], Collection[int]]] = [digests.intersection]
+    del digests  # the driver drops them once the lines are collected
     with no_gc():
-        inc = collect_incoming(digests, lines, at, max_future)
-    del digests
-    plan = judge(inc, read_relevant(dest, inc))
+        plan = _drive(steps, known, _file_reader(dest))
     return PendingMerge(dest, plan, end, ino)
 
 
@@ -237,7 +264,7 @@ def merge_files(
             return apply_merge(pending, lock_timeout=lock_timeout)
         except _Replanned:
             continue  # compacted between plan and apply: plan again against the new file
-    raise OSError(f"{dest}: replaced repeatedly during the merge; try again")
+    raise FileReplaced(str(dest))
 
 
 def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
@@ -263,36 +290,6 @@ def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
         dry_run=dry_run,
         records=list(plan.append),
     )
-
-
-@dataclass(frozen=True)
-class HandoffFilter:
-    """Which slice of a memory to hand off: scopes (any of; domain scopes match their
-    subdomains), kinds (any of), a minimum confidence, and a `since` instant."""
-
-    scopes: tuple[str, ...] = ()
-    kinds: tuple[str, ...] = ()
-    min_confidence: float | None = None
-    since: int | None = None
-
-    def matches(self, rec: Record) -> bool:
-        obj = rec.fields()
-        if self.kinds and obj["kind"] not in self.kinds:
-            return False
-        scope = obj.get("scope", "global")
-        if self.scopes and not any(_within(scope, s) for s in self.scopes):
-            return False
-        if self.min_confidence is not None and obj.get("confidence", 1.0) < self.min_confidence:
-            return False
-        return self.since is None or rec.ts >= self.since
-
-
-def _within(entry_scope: str, wanted: str) -> bool:
-    """Whether an entry's scope falls in a handed-off scope: the same scope, or a subdomain
-    of a handed-off domain (`api.github.com` is within `github.com`)."""
-    if entry_scope == wanted:
-        return True
-    return ":" not in wanted and "." in wanted and entry_scope.endswith("." + wanted)
 
 
 def _ids_of(path: Path) -> set[str]:
@@ -328,24 +325,8 @@ def handoff(
 
     result = scan([src], visit=visit)
     view = build_view(result.index, at)
-    chosen: dict[bytes, Record] = {}
-    for rec in view.live:
-        if selection.matches(rec):
-            chosen[rec.raw] = rec
-    for rid in dest_ids:
-        tomb = result.index.tombs.get(rid)
-        if tomb is not None:
-            chosen[tomb.raw] = tomb
-    for rec in superseding:
-        chosen[rec.raw] = rec
-        # The superseder's own id then lands in DEST too: hand over what decides its view
-        # in SRC (its latest tombstone and best versions), so that DEST shows it as SRC
-        # does: not a stale version, and not alive again if SRC deleted it since.
-        for best in (result.index.tombs, result.index.user, result.index.inferred):
-            decisive = best.get(rec.id)
-            if decisive is not None:
-                chosen[decisive.raw] = decisive
-    lines = [(str(src), 0, list(chosen))]
+    chosen = select_handoff(result.index, view.live, dest_ids, superseding, selection)
+    lines = [(str(src), 0, chosen)]
     pending = plan_records_merge(dest, lines, now=at)
     if dry_run:
         return _result(pending, dry_run=True)
@@ -354,7 +335,7 @@ def handoff(
             return apply_merge(pending, lock_timeout=lock_timeout)
         except _Replanned:
             pending = plan_records_merge(dest, lines, now=at)
-    raise OSError(f"{dest}: replaced repeatedly during the handoff; try again")
+    raise FileReplaced(str(dest), "handoff")
 
 
 def index_path(state_dir: Path, dest: Path) -> Path:
@@ -448,12 +429,11 @@ def merge_chunks(
         held: list[tuple[str, int, bytes]] = []
         for batch in _batches(source, None if dry_run else BATCH_LINES):
             with no_gc():
-                inc = collect_incoming(index, batch, at, max_future)
-                relevant = index.relevant(inc.ids)
-                targets = supersession_targets(inc, relevant)
-                if targets:
-                    relevant = index.relevant(inc.ids, targets)
-                plan = judge(inc, relevant)
+                plan = _drive(
+                    merge_steps(batch, at, max_future),
+                    [index.intersection],
+                    lambda need: index.relevant(need.incoming.ids, need.targets),
+                )
             part = _result(PendingMerge(dest, plan, index.offset, 0), dry_run=dry_run)
             _add_up(total, part, keep_records=dry_run)
             held += [(h.source, h.line, h.record.raw) for h in plan.held]

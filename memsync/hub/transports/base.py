@@ -12,17 +12,15 @@ checked with `validate_name`; symlinks are never followed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from memsync.core.names import valid_name
 from memsync.errors import MemsyncError, TransportError, TransportTimeout
 
 __all__ = ["RemoteFile", "Transport", "check_name", "map_errors", "validate_name"]
-
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def validate_name(name: str) -> bool:
@@ -30,7 +28,7 @@ def validate_name(name: str) -> bool:
 
     `[A-Za-z0-9._-]{1,64}`, and neither "." nor "..": no separators, no traversal.
     """
-    return name not in (".", "..") and _NAME.fullmatch(name) is not None
+    return valid_name(name)
 
 
 def check_name(where: str, *names: str) -> None:
@@ -104,29 +102,40 @@ def _is_timeout(exc: BaseException | None) -> bool:
     return False
 
 
-def _translate(where: str, exc: BaseException) -> TransportError:
+def _translate(
+    where: str, exc: BaseException, host: str | None, path: str | None
+) -> TransportError:
     detail = _one_line(exc)
     if _is_timeout(exc):
         quiet = detail in ("TimeoutError", "timeout", "timed out")
-        return TransportTimeout(f"{where}: timed out" + ("" if quiet else f" ({detail})"))
-    return TransportError(f"{where}: {detail}")
+        message = f"{where}: timed out" + ("" if quiet else f" ({detail})")
+        return TransportTimeout(message, host, path)
+    return TransportError(f"{where}: {detail}", host, path)
 
 
 @contextmanager
-def map_errors(where: str) -> Iterator[None]:
+def map_errors(where: str, *, host: str | None = None, path: str | None = None) -> Iterator[None]:
     """Translate OSError, EOFError and paramiko errors into `TransportError` naming `where`.
 
-    `where` is the remote and path, e.g. `ssh://me@host:22/hub/notes/a.jsonl`. Errors that
+    `where` is the remote and path, e.g. `ssh://me@host:22/hub/notes/a.jsonl`, for the
+    message; `host` (None for a folder) and `path` (default: `where`) become the error's
+    fields, also of a `TransportError` raised inside without them. Other errors that
     are already memsync's pass through untouched. paramiko is not imported here: its
     exceptions are recognised by module name, so that `import memsync` stays light.
     """
     try:
         yield
+    except TransportError as exc:  # ours, raised inside: give it the fields it lacks
+        if exc.host is None:
+            exc.host = host
+        if exc.path is None:
+            exc.path = where if path is None else path
+        raise
     except MemsyncError:
         raise
     except (OSError, EOFError) as exc:
-        raise _translate(where, exc) from exc
+        raise _translate(where, exc, host, where if path is None else path) from exc
     except Exception as exc:
         if not type(exc).__module__.startswith("paramiko"):
             raise
-        raise _translate(where, exc) from exc
+        raise _translate(where, exc, host, where if path is None else path) from exc

@@ -1,4 +1,5 @@
-"""What the replicas of a hub know of each other: watermarks, acknowledgement, retirement.
+"""What the replicas of a hub know of each other: watermarks, acknowledgement, and when a
+replica counts as silent or back (pure; the files are read and written by `memsync.hub`).
 
 Each replica publishes `<replica>.watermarks.json` in each memory folder of the hub: how
 far it has read every peer's file. Compaction may drop a tombstone only when every replica
@@ -15,27 +16,28 @@ anything but holding a tombstone back (a bogus watermark can only keep tombstone
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
-from memsync.storage import atomic_replace
 
 __all__ = [
     "WATERMARK_SUFFIX",
+    "MarksDoc",
+    "Position",
     "Snapshot",
+    "SnapshotDoc",
+    "Standing",
     "Watermarks",
-    "acknowledgement",
+    "acknowledged",
+    "came_back",
     "covered_snapshot",
     "covers",
     "marks_of",
     "parse_watermarks",
-    "retired",
-    "set_retired",
     "snapshot_of",
+    "standing",
 ]
 
 WATERMARK_SUFFIX = ".watermarks.json"
@@ -102,41 +104,64 @@ def covered_snapshot(
     return None
 
 
-def acknowledgement(
-    seen_at: Callable[[bytes], int | None], covered: Snapshot | None
-) -> Callable[[Record], bool]:
-    """The predicate compaction asks (rule 15): a tombstone is acknowledged when it was
-    seen in the hub no later than a snapshot every replica has read past."""
-
-    def acknowledged(rec: Record) -> bool:
-        if covered is None:
-            return False
-        seen = seen_at(rec.raw)
-        return seen is not None and seen <= covered.time
-
-    return acknowledged
+def acknowledged(seen: int | None, covered: Snapshot | None) -> bool:
+    """Whether a tombstone first seen in the hub at `seen` (None: never seen there) is
+    acknowledged (rule 15): seen no later than `covered`, a snapshot every other replica
+    has read past (`covered_snapshot`)."""
+    return covered is not None and seen is not None and seen <= covered.time
 
 
-def snapshot_of(doc: dict[str, Any]) -> Snapshot:
+Position = list[Any]
+"""`[offset, generation]` as kept in the sync state (JSON: a list)."""
+
+
+class SnapshotDoc(TypedDict):
+    """A `Snapshot` as the sync state keeps it (JSON)."""
+
+    time: int
+    sizes: dict[str, Position]
+
+
+class MarksDoc(TypedDict):
+    """A peer's watermarks as the sync state caches them (JSON): the size and mtime of its
+    watermark file when read, and what it said (`read` None: not a watermark document)."""
+
+    size: int
+    mtime: float
+    read: dict[str, Position] | None
+    updated_at: int | None
+
+
+def snapshot_of(doc: SnapshotDoc) -> Snapshot:
+    """The `Snapshot` a state document holds."""
     return Snapshot(doc["time"], {k: (v[0], v[1]) for k, v in doc["sizes"].items()})
 
 
-def marks_of(replica: str, doc: dict[str, Any] | None) -> Watermarks | None:
-    if doc is None or doc.get("read") is None:
+def marks_of(replica: str, doc: MarksDoc | None) -> Watermarks | None:
+    """The `Watermarks` a state document holds for `replica`, or None (none readable)."""
+    positions = None if doc is None else doc.get("read")
+    if doc is None or positions is None:
         return None
-    read = {k: (v[0], v[1]) for k, v in doc["read"].items()}
+    read = {k: (v[0], v[1]) for k, v in positions.items()}
     return Watermarks(replica, read, doc.get("updated_at"))
 
 
-def retired(state_dir: Path) -> set[str]:
-    """Replicas this machine was told to forget (`memsync forget-replica`)."""
-    try:
-        names = json.loads((state_dir / "retired.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return set()
-    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+Standing = Literal["ok", "silent", "back"]
+"""How a replica stands for compaction (rule 15): "silent" (no watermarks, or none for
+longer than the tombstone horizon: it holds tombstones back), "back" (retired, yet its
+watermarks are recent: entries deleted meanwhile may come back from it), or "ok"."""
 
 
-def set_retired(state_dir: Path, names: set[str]) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_replace(state_dir / "retired.json", json.dumps(sorted(names)).encode())
+def standing(seen: int | None, *, now: int, horizon: float, retired: bool) -> Standing:
+    """How a replica whose watermarks were last updated at `seen` stands at `now`."""
+    if retired:
+        return "back" if seen is not None and now - seen < horizon else "ok"
+    if seen is None or now - seen > horizon:
+        return "silent"
+    return "ok"
+
+
+def came_back(last: int | None, seen: int | None, *, now: int, horizon: float) -> bool:
+    """Whether a replica whose watermarks were updated at `last` (as known before a pass)
+    and are now updated at `seen` publishes again after a silence longer than the horizon."""
+    return seen is not None and last is not None and seen != last and now - last > horizon

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from memsync.core.lines import split_complete
+
 __all__ = [
     "CHUNK_BYTES",
     "Chunk",
@@ -90,11 +92,10 @@ def read_chunks_fd(
             return
         pos += len(block)
         data = pending + block if pending else block
-        cut = data.rfind(b"\n") + 1
+        lines, cut = split_complete(data)
         if cut == 0:
             pending = data
             continue
-        lines = data[: cut - 1].split(b"\n")
         pending = data[cut:]
         yield Chunk(lines, line_no, offset, offset + cut, data[:cut])
         offset += cut

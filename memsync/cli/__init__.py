@@ -1,0 +1,241 @@
+"""The `memsync` command line: parse argv, call the library, map errors to exit codes once.
+
+Exit codes: 0 success; 1 something was found or failed (`check` findings, a failed remote);
+2 a usage, input or I/O error; 3 compaction did not start (the file is busy; retry later).
+Every error is one line on stderr, `memsync: <what went wrong>`, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from memsync import __version__
+from memsync.cli._common import (
+    EXIT_ERROR,
+    EXIT_NOT_QUIET,
+    SCOPE_HELP,
+    Handler,
+    Parser,
+    confidence_arg,
+    non_negative_arg,
+    positive_int_arg,
+    timestamp_arg,
+)
+from memsync.cli._files import (
+    cmd_add,
+    cmd_check,
+    cmd_compact,
+    cmd_forget,
+    cmd_handoff,
+    cmd_merge,
+    cmd_prompt,
+    cmd_show,
+)
+from memsync.cli._hubs import (
+    cmd_check_config,
+    cmd_daemon,
+    cmd_forget_replica,
+    cmd_status,
+    cmd_sync,
+)
+from memsync.core.compaction import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+)
+from memsync.core.records import KINDS
+from memsync.errors import MemsyncError, NotQuiet
+
+__all__ = ["main"]
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="memsync",
+        description="Keep agent memory files consistent across machines and agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"memsync {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+
+    p = sub.add_parser("add", help="append a new entry; prints its id")
+    p.add_argument("file", type=Path)
+    p.add_argument("--kind", required=True, choices=KINDS)
+    p.add_argument("--text", required=True)
+    p.add_argument("--scope", default="global")
+    p.add_argument("--tag", action="append", default=[], help="repeat for several tags")
+    p.add_argument("--source", default=None, help='where it was learned; "user" if the person')
+    p.add_argument("--confidence", type=confidence_arg, default=1.0)
+    p.add_argument("--expires-at", type=timestamp_arg, default=None, metavar="TS")
+    p.add_argument("--supersedes", default=None, metavar="ID")
+    p.set_defaults(handler=cmd_add)
+
+    p = sub.add_parser("forget", help="append a tombstone for an id")
+    p.add_argument("file", type=Path)
+    p.add_argument("id")
+    p.set_defaults(handler=cmd_forget)
+
+    p = sub.add_parser("show", help="the view of one or more files together")
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    p.add_argument("--scope", default=None, help=SCOPE_HELP)
+    p.add_argument("--kind", action="append", choices=KINDS, default=[])
+    p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
+    p.add_argument("--json", action="store_true", help="a JSON array of the live records")
+    p.set_defaults(handler=cmd_show)
+
+    p = sub.add_parser("prompt", help="the memory block for an agent's context")
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    p.add_argument("--scope", default=None, help=SCOPE_HELP)
+    p.add_argument("--max-chars", type=positive_int_arg, default=None, metavar="N")
+    p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
+    p.set_defaults(handler=cmd_prompt)
+
+    p = sub.add_parser("check", help="bad lines, twins, secrets, future-dated records")
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser("merge", help="append to DEST the records of SRC... that it lacks")
+    p.add_argument("sources", type=Path, nargs="+", metavar="SRC")
+    p.add_argument("--into", type=Path, required=True, metavar="DEST")
+    p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
+    p.add_argument("--dry-run", action="store_true", help="say what would be appended")
+    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--no-index",
+        action="store_true",
+        help="a one-off merge: read everything, keep no index in the state directory",
+    )
+    p.set_defaults(handler=cmd_merge)
+
+    p = sub.add_parser("handoff", help="hand a memory, or a slice of it, to another agent")
+    p.add_argument("src", type=Path, metavar="SRC")
+    p.add_argument("dest", type=Path, metavar="DEST")
+    p.add_argument(
+        "--within",
+        dest="within",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="entries of this scope and, for a domain, of its subdomains (never global "
+        "ones: unlike show's --scope); repeat for several",
+    )
+    # The old spelling, kept for scripts: it meant --within (not show's --scope).
+    p.add_argument("--scope", dest="within", action="append", help=argparse.SUPPRESS)
+    p.add_argument("--kind", action="append", choices=KINDS, default=[])
+    p.add_argument("--min-confidence", type=confidence_arg, default=None, metavar="F")
+    p.add_argument("--since", type=timestamp_arg, default=None, metavar="TS")
+    p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
+    p.add_argument("--dry-run", action="store_true", help="list what would be appended")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_handoff)
+
+    p = sub.add_parser("compact", help="rewrite a file with only what its view needs")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="when FILE is a configured memory, tombstones go only once every replica read them",
+    )
+    p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
+    p.add_argument(
+        "--horizon-days",
+        type=non_negative_arg,
+        default=DEFAULT_HORIZON_DAYS,
+        metavar="N",
+        help=f"tombstones older than this may go (default {DEFAULT_HORIZON_DAYS:g})",
+    )
+    p.add_argument(
+        "--quiet-seconds",
+        type=non_negative_arg,
+        default=DEFAULT_QUIET_SECONDS,
+        metavar="N",
+        help=f"start only if the file has not changed for this long (default {DEFAULT_QUIET_SECONDS:g})",
+    )
+    p.add_argument(
+        "--grace-seconds",
+        type=non_negative_arg,
+        default=DEFAULT_GRACE_SECONDS,
+        metavar="N",
+        help=f"how long at most to copy late writes to the old file (default {DEFAULT_GRACE_SECONDS:g})",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would be dropped")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_compact)
+
+    p = sub.add_parser("sync", help="one pass of pull, merge and push with the remotes")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.add_argument("--memory", default=None, metavar="NAME")
+    p.add_argument("--remote", default=None, metavar="NAME")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_sync)
+
+    p = sub.add_parser("check-config", help="validate a config file and print it resolved")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.set_defaults(handler=cmd_check_config)
+
+    p = sub.add_parser("daemon", help="run in the foreground, keeping memories in sync")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.set_defaults(handler=cmd_daemon)
+
+    p = sub.add_parser("status", help="what the daemon is doing; exit 1 when something is wrong")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("forget-replica", help="stop waiting for a retired replica")
+    p.add_argument("replica", metavar="NAME")
+    p.add_argument("--undo", action="store_true", help="take a replica back")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.set_defaults(handler=cmd_forget_replica)
+
+    for register in _EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[Parser]], None]] = []
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("memsync: %(message)s"))
+    root = logging.getLogger("memsync")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (see the module docstring)."""
+    try:
+        args = _build_parser().parse_args(argv)
+        _setup_logging(args.verbose)
+        handler: Handler = args.handler
+        return handler(args)
+    except NotQuiet as exc:
+        print(f"memsync: {exc}", file=sys.stderr)
+        return EXIT_NOT_QUIET
+    except MemsyncError as exc:
+        print(f"memsync: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        print(f"memsync: {_os_error(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _os_error(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror.lower()}"
+    return str(exc)

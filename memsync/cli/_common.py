@@ -1,0 +1,97 @@
+"""What every command shares: exit codes, the argument parser that reports errors as one
+`memsync: ...` line, argument types, and small checks."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from memsync.core.timestamps import parse_ts
+from memsync.errors import UsageError
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_FOUND",
+    "EXIT_NOT_QUIET",
+    "EXIT_OK",
+    "SCOPE_HELP",
+    "Handler",
+    "Parser",
+    "confidence_arg",
+    "existing",
+    "non_negative_arg",
+    "positive_int_arg",
+    "report_bad",
+    "timestamp_arg",
+]
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_NOT_QUIET = 0, 1, 2, 3
+
+Handler = Callable[[argparse.Namespace], int]
+
+SCOPE_HELP = (
+    "the task's scope: entries of this scope, of the domains it is a subdomain of, and "
+    "global ones (handoff's --within is another filter)"
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one `memsync: ...` line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        where = "" if self.prog == "memsync" else f"{self.prog}: "
+        raise UsageError(f"{where}{message} (see --help)")
+
+
+def timestamp_arg(text: str) -> int:
+    us = parse_ts(text)
+    if us is None:
+        raise argparse.ArgumentTypeError(f"not an RFC 3339 timestamp with a zone: {text!r}")
+    return us
+
+
+def confidence_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"confidence must be from 0 to 1, not {text}")
+    return value
+
+
+def positive_int_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def existing(paths: Sequence[Path]) -> list[Path]:
+    for p in paths:
+        if not p.is_file():
+            raise UsageError(f"{p}: no such memory file")
+    return list(paths)
+
+
+def report_bad(bad: Sequence[object]) -> None:
+    if bad:
+        logging.getLogger("memsync").warning(
+            "%d bad line(s) skipped; `memsync check` lists them", len(bad)
+        )
+
+
+def non_negative_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value

@@ -1,0 +1,248 @@
+"""Commands on memory files: add, forget, show, prompt, check, merge, handoff, compact."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from memsync.cli._common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    existing,
+    report_bad,
+)
+from memsync.config import (
+    default_config_path,
+    default_state_dir,
+    load_config,
+)
+from memsync.core.handoff import HandoffFilter
+from memsync.core.timestamps import format_ts
+from memsync.core.view import select
+from memsync.errors import UsageError
+from memsync.hub.state import resolve_replica
+from memsync.local.memory import Memory
+from memsync.local.merge import MergeResult, handoff, merge_files, merge_indexed
+from memsync.local.reading import check_files, no_gc, prompt_of, view_of
+
+__all__ = [
+    "cmd_add",
+    "cmd_check",
+    "cmd_compact",
+    "cmd_forget",
+    "cmd_handoff",
+    "cmd_merge",
+    "cmd_prompt",
+    "cmd_show",
+]
+
+
+# Commands of the core: add, forget, show, prompt, check
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    mem = Memory.open(args.file)
+    entry = mem.add(
+        args.kind,
+        args.text,
+        scope=args.scope,
+        tags=args.tag,
+        source=args.source,
+        confidence=args.confidence,
+        expires_at=format_ts(args.expires_at) if args.expires_at is not None else None,
+        supersedes=args.supersedes,
+    )
+    print(entry.id)
+    return EXIT_OK
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    Memory.open(args.file, create=False).forget(args.id)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with no_gc():  # a million records hold no cycles: the cyclic GC would walk them in vain
+        return _show(args)
+
+
+def _show(args: argparse.Namespace) -> int:
+    view = view_of(existing(args.files), args.now)
+    records = select(view.records, scope=args.scope, kinds=args.kind)
+    out = sys.stdout.buffer
+    if args.json:
+        # The record objects exactly as written in their lines (rule 5), as one JSON array.
+        out.write(b"[")
+        for i, rec in enumerate(records):  # streamed: no second copy of every line
+            out.write(b",\n" + rec.raw.rstrip(b"\r") if i else rec.raw.rstrip(b"\r"))
+        out.write(b"]\n")
+    else:
+        for rec in records:
+            obj = rec.fields()
+            scope = obj.get("scope", "global")
+            who = " user" if rec.user else ""
+            line = f"{rec.id}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {obj['text']}"
+            out.write(line.encode("utf-8", "replace") + b"\n")
+    out.flush()
+    report_bad(view.bad)
+    return EXIT_OK
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    with no_gc():  # a million records hold no cycles: the cyclic GC would walk them in vain
+        return _prompt(args)
+
+
+def _prompt(args: argparse.Namespace) -> int:
+    view = view_of(existing(args.files), args.now)
+    sys.stdout.write(prompt_of(view.records, args.scope, args.max_chars))
+    report_bad(view.bad)
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    with no_gc():  # a million records hold no cycles: the cyclic GC would walk them in vain
+        return _check(args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    report = check_files(existing(args.files), args.now)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        for b in report.bad:
+            print(f"bad line: {b.file}:{b.line}: {b.reason}")
+        for a, _ in report.twins:
+            print(f"twins: id {a.id} at {format_ts(a.ts)} has two different contents")
+        for s in report.secrets:
+            print(f"secret: {s.file}:{s.line}: looks like {s.what}")
+        for f, n, r in report.future:
+            print(f"future: {f}:{n}: id {r.id} dated {format_ts(r.ts)}, ahead of this clock")
+        if report.clean:
+            print("clean")
+    return EXIT_OK if report.clean else EXIT_FOUND
+
+
+# Merging: merge, handoff
+
+
+def _print_merge(result: MergeResult, as_json: bool, *, show_records: bool = False) -> None:
+    if as_json:
+        doc = result.to_json()
+        if show_records:
+            doc["records"] = [json.loads(r.raw) for r in result.records]
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        return
+    verb = "would append" if result.dry_run else "appended"
+    print(
+        f"{result.dest}: {verb} {result.appended} record(s) ({result.bytes_appended} bytes); "
+        f"{result.duplicates} duplicate(s) and {result.beaten} beaten version(s) skipped"
+    )
+    if show_records:
+        for rec in result.records:
+            print(f"  + {rec.raw.decode('utf-8', 'replace')}")
+    for h in result.held:
+        print(
+            f"held: {h['file']}:{h['line']}: id {h['id']} dated {h['created_at']}, more "
+            "than 24 h ahead of this clock; it will be merged when its time comes"
+        )
+    for b in result.bad:
+        print(f"bad line: {b['file']}:{b['line']}: {b['reason']} (not merged)")
+    for t in result.twins:
+        print(f"twins: id {t['id']} at {t['created_at']} has two different contents (both kept)")
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    sources = existing(args.sources)
+    if any(src.resolve() == args.into.resolve() for src in sources):
+        raise UsageError(f"{args.into}: cannot merge a file into itself")
+    if args.no_index:
+        result = merge_files(args.into, sources, now=args.now, dry_run=args.dry_run)
+    else:
+        result = merge_indexed(
+            args.into, sources, default_state_dir(), now=args.now, dry_run=args.dry_run
+        )
+    _print_merge(result, args.json)
+    return EXIT_OK
+
+
+def cmd_handoff(args: argparse.Namespace) -> int:
+    [src] = existing([args.src])
+    if src.resolve() == args.dest.resolve():
+        raise UsageError(f"{args.dest}: cannot hand a file off to itself")
+    selection = HandoffFilter(
+        scopes=tuple(args.within),
+        kinds=tuple(args.kind),
+        min_confidence=args.min_confidence,
+        since=args.since,
+    )
+    result = handoff(src, args.dest, selection, now=args.now, dry_run=args.dry_run)
+    _print_merge(result, args.json, show_records=args.dry_run)
+    return EXIT_OK
+
+
+# Compaction
+
+
+def _hub_side(path: Path, config_path: Path | None) -> dict[str, Any]:
+    """For a file that is a configured memory, what `compact_memory` needs to keep every
+    tombstone some replica has not read (rule 15): its name, remotes, replica and state
+    directory. Nothing for a file no config names (then every old tombstone may go)."""
+    config_file = config_path if config_path is not None else default_config_path()
+    if config_path is None and not config_file.exists():
+        return {}
+    config = load_config(config_file)
+    for mem in config.memory:
+        if mem.path.exists() and mem.path.samefile(path):
+            remotes = [rc.name for rc in config.memory_remotes(mem)]
+            if not remotes:
+                return {}
+            return {
+                "memory": mem.name,
+                "remotes": remotes,
+                "replica": resolve_replica(config.replica, config.state_dir),
+                "state_dir": config.state_dir,
+            }
+    return {}
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from memsync.hub.compaction import compact_memory
+    from memsync.local.compaction import rejected_path
+
+    [path] = existing([args.file])
+    # The daemon's scheduled job calls the same function, with its open hub connections;
+    # here there are none, so only the local file is compacted.
+    result = compact_memory(
+        path,
+        now=args.now,
+        horizon_days=args.horizon_days,
+        quiet_seconds=args.quiet_seconds,
+        grace_seconds=args.grace_seconds,
+        dry_run=args.dry_run,
+        **_hub_side(path, args.config),
+    ).local
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not result.dry_run and not result.rewritten:
+        print(f"{path}: nothing to compact ({result.size_before:,} bytes, {result.kept:,} records)")
+        return EXIT_OK
+    print(
+        f"{path}{' (dry run)' if result.dry_run else ''}: "
+        f"{result.size_before:,} -> {result.size_after:,} bytes "
+        f"({result.lines_before:,} -> {result.lines_after:,} lines; {result.kept:,} records kept)"
+    )
+    dropped = ", ".join(f"{n:,} {reason}" for reason, n in result.dropped.items())
+    print(f"{'would drop' if result.dry_run else 'dropped'}: {dropped or 'nothing'}")
+    if result.rejected:
+        verb = "would move" if result.dry_run else "moved"
+        print(f"bad lines: {verb} {result.rejected:,} to {rejected_path(path)}")
+    if result.pinned:
+        print(f"kept {result.pinned:,} old tombstone(s) that superseding records need")
+    if result.drained:
+        print(f"copied {result.drained:,} line(s) appended during the compaction")
+    return EXIT_OK

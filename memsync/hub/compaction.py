@@ -1,0 +1,213 @@
+"""Compaction's side of the hub (SEMANTICS rule 15): which tombstones every replica has
+read (`acknowledged_for`), the compaction of this replica's own hub file, and
+`compact_memory`, the one compaction sequence (`memsync compact` and the daemon's
+scheduled job both call it)."""
+
+from __future__ import annotations
+
+import base64
+import secrets as _random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memsync.core.compaction import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+    Survey,
+    plan_compaction,
+)
+from memsync.core.lines import split_complete
+from memsync.core.records import Record
+from memsync.core.timestamps import SECOND
+from memsync.core.watermarks import (
+    Snapshot,
+    acknowledged,
+    covered_snapshot,
+    marks_of,
+    snapshot_of,
+)
+from memsync.errors import MemsyncError
+from memsync.hub.state import SyncState, hub_store_path, pass_lock, retired, state_path
+from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64
+from memsync.hub.transports import Transport
+from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
+from memsync.local.fileindex import DigestStore
+from memsync.local.fresh import header_line, now_us
+
+__all__ = ["MemoryCompaction", "acknowledged_for", "compact_memory", "compact_own_hub_file"]
+
+
+def acknowledged_for(
+    state_dir: Path, memory: str, remotes: Sequence[str], replica: str
+) -> Callable[[Record], bool] | None:
+    """Compaction's predicate for a local file synced with `remotes` (rule 15): a tombstone
+    may go only when, in every hub, it was seen no later than a snapshot every other
+    replica (retired ones aside) has read past. None for a file with no remote. Its digest
+    stores stay open for the predicate's life; `_acknowledgements` closes them."""
+    return _acknowledged(state_dir, memory, remotes, replica, ExitStack())
+
+
+@contextmanager
+def _acknowledgements(
+    state_dir: Path, memory: str, remotes: Sequence[str], replica: str
+) -> Iterator[Callable[[Record], bool] | None]:
+    """`acknowledged_for`, with its digest stores closed at the end of the block."""
+    with ExitStack() as stores:
+        yield _acknowledged(state_dir, memory, remotes, replica, stores)
+
+
+def _acknowledged(
+    state_dir: Path, memory: str, remotes: Sequence[str], replica: str, stores: ExitStack
+) -> Callable[[Record], bool] | None:
+    if not remotes:
+        return None
+    gone = retired(state_dir)
+    checks: list[Callable[[Record], bool]] = []
+    for remote in remotes:
+        state = SyncState.load(state_path(state_dir, memory, remote))
+        others = {
+            name: marks_of(name, state.marks.get(name))
+            # Every replica known in the hub: one with a file, or only watermarks (a
+            # replica that has read but never written).
+            for name in state.peers.keys() | state.marks.keys()
+            if name != replica and name not in gone
+        }
+        covered = covered_snapshot([snapshot_of(d) for d in state.snapshots], others)
+        store = stores.enter_context(DigestStore(hub_store_path(state_dir, memory, remote)))
+        checks.append(_check(store, covered))
+
+    def by_every_hub(rec: Record) -> bool:
+        return all(check(rec) for check in checks)
+
+    return by_every_hub
+
+
+def _check(store: DigestStore, covered: Snapshot | None) -> Callable[[Record], bool]:
+    """One hub's word on a tombstone: when the store saw it, judged by the core."""
+    return lambda rec: acknowledged(store.seen_at(rec.raw), covered)
+
+
+@dataclass
+class MemoryCompaction:
+    """What compacting one memory did: its local file, then our own file in each hub."""
+
+    local: CompactionResult
+    hub_files: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    """Per remote: the hub file's sizes before and after, or None (nothing to do)."""
+    hub_errors: dict[str, MemsyncError] = field(default_factory=dict)
+    """Per remote: why its hub file was not compacted (the others still were)."""
+
+
+def compact_memory(
+    path: Path,
+    *,
+    memory: str = "",
+    remotes: Sequence[str] = (),
+    replica: str = "",
+    state_dir: Path | None = None,
+    transports: Mapping[str, Transport] | None = None,
+    now: int | None = None,
+    horizon_days: float = DEFAULT_HORIZON_DAYS,
+    quiet_seconds: float = DEFAULT_QUIET_SECONDS,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    dry_run: bool = False,
+) -> MemoryCompaction:
+    """Compact one memory (rules 15 and 16): the local file `path`, keeping every tombstone
+    some replica of `remotes` has not read yet, then this replica's own file in each hub
+    whose transport is given (`transports`: the daemon's open connections; the command
+    line passes none and compacts only the local file).
+
+    Raises:
+        NotQuiet: the local file is busy (nothing was done; try again later).
+        MemsyncError, OSError: the local file could not be compacted.
+    """
+    if remotes and state_dir is None:
+        raise ValueError("compact_memory: remotes need the state directory")
+    with _acknowledgements(state_dir or Path(), memory, remotes, replica) as ack:
+        local = compact_file(
+            path,
+            now=now,
+            horizon_days=horizon_days,
+            quiet_seconds=quiet_seconds,
+            grace_seconds=grace_seconds,
+            dry_run=dry_run,
+            acknowledged=ack,
+        )
+        done = MemoryCompaction(local)
+        if dry_run or state_dir is None:
+            return done
+        horizon = round(horizon_days * 86_400 * SECOND)
+        for name in remotes:
+            transport = (transports or {}).get(name)
+            if transport is None:
+                continue
+            try:
+                done.hub_files[name] = compact_own_hub_file(
+                    memory=memory,
+                    remote=name,
+                    transport=transport,
+                    replica=replica,
+                    state_dir=state_dir,
+                    horizon=horizon,
+                    acknowledged=ack,
+                    now=now,
+                )
+            except MemsyncError as exc:
+                done.hub_errors[name] = exc
+    return done
+
+
+def compact_own_hub_file(
+    *,
+    memory: str,
+    remote: str,
+    transport: Transport,
+    replica: str,
+    state_dir: Path,
+    horizon: int,
+    acknowledged: Callable[[Record], bool] | None,
+    now: int | None = None,
+) -> tuple[int, int] | None:
+    """Compact this replica's own file in the hub the same way as a local file (rules 15
+    and 16): only we write it, so under the pass lock no line can arrive meanwhile; the new
+    content replaces it atomically (posix-rename over SSH) with a new generation token in
+    its header, so that peers notice and read it again. Returns the sizes before and after,
+    or None when there was nothing to compact or the file is not as we left it."""
+    at = now_us() if now is None else now
+    own = replica + ".jsonl"
+    with pass_lock(state_dir, memory, remote):
+        state = SyncState.load(state_path(state_dir, memory, remote))
+        size = transport.size(memory, own)
+        if not size or size != state.own_size:
+            return None  # unknown to us: the next pass checks it first
+        data = b""
+        while len(data) < size:
+            block = transport.read(memory, own, len(data), min(READ_BYTES, size - len(data)))
+            if not block:
+                break
+            data += block
+        tail = base64.b64decode(state.own_tail)
+        if not data.endswith(tail):
+            return None
+        lines, _ = split_complete(data)
+        survey = Survey()
+        survey.fold(lines)
+        acked = acknowledged_lines(survey, at, horizon, acknowledged)
+        plan = plan_compaction(survey, now=at, horizon=horizon, acknowledged=acked)
+        bad = plan.account(lines)
+        if bad:
+            # Only we write this file, and only whole valid records: a bad line here is the
+            # rest of a write cut short, whose record was pushed again whole. Keep them.
+            return None
+        generation = _random.token_hex(8)
+        new = header_line(at, generation) + b"".join(r.raw + b"\n" for r in plan.keep)
+        if len(new) >= size:
+            return None
+        transport.replace(memory, own, new)
+        state.own_size, state.own_tail = len(new), b64(new[-HUB_TAIL_BYTES:])
+        state.own_generation = generation
+        state.save(state_path(state_dir, memory, remote))
+        return size, len(new)

@@ -1,0 +1,270 @@
+"""`Memory`: one memory file, the library's main entry point (core + storage + lock).
+
+Reading builds the view of SEMANTICS rules 1 to 12 from the file's records; writing appends
+whole lines under the file's lock (rule 13). Timestamps memsync writes follow a hybrid
+clock so that a new version or a tombstone written on a machine whose clock is behind still
+wins (see `Memory._stamp`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memsync.core.clock import next_stamp
+from memsync.core.compaction import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+)
+from memsync.core.lines import Invalid, classify, split_complete
+from memsync.core.records import Record
+from memsync.core.secrets import find_secrets
+from memsync.core.timestamps import format_ts, from_datetime
+from memsync.core.view import Index
+from memsync.errors import InvalidRecord, SecretRefused, UnknownId
+from memsync.local.compaction import CompactionResult, compact_file
+from memsync.local.fresh import header_line, new_id, now_us
+from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
+from memsync.local.netfs import warn_if_network_fs
+from memsync.local.reading import CheckReport, MemoryView, check_files, prompt_of, view_of
+from memsync.local.storage import append_bytes, read_chunks, read_from, read_tail
+from memsync.models import Entry, Tombstone, to_model
+
+__all__ = ["Memory"]
+
+_TAIL_FOR_CLOCK = 16 * 1024
+"""How much of the end of a file the hybrid clock reads: memsync's own last write is there."""
+
+
+class Memory:
+    """One memory file: read its view, append to it, check it.
+
+    Example:
+        >>> mem = Memory.open("~/.local/share/agent-memory/me.jsonl")
+        >>> entry = mem.add("preference", "The person prefers short answers.", source="user")
+        >>> print(mem.to_prompt(scope="github.com"))
+
+    Writes are appends of whole lines under the file's lock; nothing is ever edited in place.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = DEFAULT_TIMEOUT):
+        self.path = Path(path).expanduser()
+        self.lock_timeout = lock_timeout
+
+    def __repr__(self) -> str:
+        return f"Memory({str(self.path)!r})"
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, create: bool = True, now: int | None = None
+    ) -> Memory:
+        """Open a memory file; create it (mode 0600, with a header) when missing and `create`.
+
+        Raises:
+            FileNotFoundError: it does not exist and `create` is False.
+        """
+        mem = cls(path)
+        if not mem.path.exists():
+            if not create:
+                raise FileNotFoundError(f"{mem.path}: no such memory file")
+            mem.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with file_lock(mem.path, mem.lock_timeout):
+                if not mem.path.exists():
+                    fd = os.open(mem.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    try:
+                        os.write(fd, header_line(now_us() if now is None else now))
+                    finally:
+                        os.close(fd)
+        warn_if_network_fs(mem.path)
+        return mem
+
+    # Reading
+
+    def view(self, now: int | datetime | None = None) -> MemoryView:
+        """The view at `now` (default: the local clock): live current versions (rule 12)."""
+        return view_of([self.path], _as_us(now))
+
+    def to_prompt(
+        self,
+        scope: str | None = None,
+        *,
+        max_chars: int | None = None,
+        now: int | datetime | None = None,
+    ) -> str:
+        """The memory block for a task in `scope` (see `memsync.core.prompt.render_prompt`)."""
+        return prompt_of(self.view(now).records, scope, max_chars)
+
+    def check(self, now: int | datetime | None = None) -> CheckReport:
+        """Bad lines, twins, credential-shaped text, records dated more than 5 min ahead."""
+        return check_files([self.path], _as_us(now))
+
+    def read_from(self, offset: int = 0) -> tuple[list[bytes], int]:
+        """The complete lines from byte `offset` and the offset to read from next."""
+        return read_from(self.path, offset)
+
+    # Writing
+
+    def add(
+        self,
+        kind: str,
+        text: str,
+        *,
+        scope: str = "global",
+        tags: Iterable[str] = (),
+        source: str | None = None,
+        confidence: float = 1.0,
+        expires_at: datetime | str | None = None,
+        supersedes: str | None = None,
+        now: int | datetime | None = None,
+    ) -> Entry:
+        """Append a new entry with a new id and return it.
+
+        Raises:
+            SecretRefused: the text looks like a credential (the spec: never store secrets).
+            InvalidRecord: a field breaks rule 3 (an unknown kind, a confidence out of [0, 1]).
+        """
+        found = find_secrets("\n".join([text, scope, source or "", *tags]))
+        if found:
+            raise SecretRefused(
+                f"refusing to store what looks like a secret ({', '.join(found)}); "
+                "memory files are shared and never hold credentials"
+            )
+        obj: dict[str, Any] = {
+            "id": new_id(),
+            "kind": kind,
+            "text": text,
+            "scope": scope,
+            "tags": list(tags),
+            "source": source,
+            "confidence": confidence,
+            "expires_at": _as_text_ts(expires_at),
+            "supersedes": supersedes,
+        }
+        model = self._append(obj, _as_us(now), fresh_id=True)
+        assert isinstance(model, Entry)
+        return model
+
+    def supersede(
+        self,
+        old_id: str,
+        text: str,
+        *,
+        kind: str | None = None,
+        now: int | datetime | None = None,
+        **fields: Any,
+    ) -> Entry:
+        """Append an entry that replaces `old_id` for good (rule 10); `kind` defaults to the
+        old entry's kind."""
+        if kind is None:
+            old = self._current(old_id)
+            if old is None or old.deleted:
+                raise UnknownId(str(self.path), old_id, live=True)
+            kind = str(old.fields()["kind"])
+        return self.add(kind, text, supersedes=old_id, now=now, **fields)
+
+    def forget(self, rid: str, *, now: int | datetime | None = None) -> Tombstone:
+        """Append a tombstone for `rid` (rule 8); later than every record of `rid` here.
+
+        Raises:
+            UnknownId: the file holds no record with that id.
+        """
+        if self._newest_of(rid) is None:
+            raise UnknownId(str(self.path), rid)
+        model = self._append({"id": rid, "deleted": True}, _as_us(now))
+        assert isinstance(model, Tombstone)
+        return model
+
+    def compact(
+        self,
+        *,
+        now: int | datetime | None = None,
+        horizon_days: float = DEFAULT_HORIZON_DAYS,
+        quiet_seconds: float = DEFAULT_QUIET_SECONDS,
+        dry_run: bool = False,
+        acknowledged: Callable[[Record], bool] | None = None,
+        grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    ) -> CompactionResult:
+        """Rewrite the file with only what its view needs (rules 15 and 16); see
+        `memsync.local.compaction.compact_file`. Raises NotQuiet when the file is busy."""
+        return compact_file(
+            self.path,
+            now=_as_us(now),
+            horizon_days=horizon_days,
+            quiet_seconds=quiet_seconds,
+            dry_run=dry_run,
+            acknowledged=acknowledged,
+            grace_seconds=grace_seconds,
+        )
+
+    def _append(
+        self, obj: dict[str, Any], now: int | None, *, fresh_id: bool = False
+    ) -> Entry | Tombstone:
+        """Stamp, validate (through the one validator, `classify`) and append one record.
+        `fresh_id`: the id was just drawn at random, so no record of it can exist yet."""
+        with file_lock(self.path, self.lock_timeout):
+            at = now_us() if now is None else now
+            obj["created_at"] = format_ts(self._stamp(None if fresh_id else obj["id"], at))
+            line = msgspec.json.encode(obj)
+            parsed = classify(line, source=str(self.path))
+            if not isinstance(parsed, Record):
+                reason = parsed.reason if isinstance(parsed, Invalid) else "not a record"
+                raise InvalidRecord(f"invalid record: {reason}")
+            append_bytes(self.path, line + b"\n", header=header_line(parsed.ts))
+        return to_model(parsed)
+
+    def _stamp(self, rid: str | None, now: int) -> int:
+        """The `created_at` for a new record of `rid`: `core.clock.next_stamp` over the
+        stamps near the end of the file and the newest record of `rid`."""
+        size = self.path.stat().st_size if self.path.exists() else 0
+        # The first line of a tail read may be cut; then it is simply invalid.
+        lines, _ = split_complete(read_tail(self.path, size, _TAIL_FOR_CLOCK)) if size else ([], 0)
+        recent = []
+        for raw in lines:
+            rec = classify(raw, source=str(self.path))
+            if type(rec) is Record:
+                recent.append(rec.ts)
+        newest = None if rid is None else self._newest_of(rid)
+        return next_stamp(now, recent, newest)
+
+    def _newest_of(self, rid: str) -> int | None:
+        """The newest `created_at` of any record of `rid`; scans only lines naming it."""
+        needle = msgspec.json.encode(rid)[1:-1]
+        newest: int | None = None
+        for chunk in read_chunks(self.path):
+            if needle not in b"\n".join(chunk.lines):
+                continue
+            for raw in chunk.lines:
+                if needle in raw:
+                    rec = classify(raw, source=str(self.path))
+                    if type(rec) is Record and rec.id == rid:
+                        newest = rec.ts if newest is None else max(newest, rec.ts)
+        return newest
+
+    def _current(self, rid: str) -> Record | None:
+        index = Index()
+        needle = msgspec.json.encode(rid)[1:-1]
+        for chunk in read_chunks(self.path):
+            for raw in chunk.lines:
+                if needle in raw:
+                    rec = classify(raw, source=str(self.path))
+                    if type(rec) is Record and rec.id == rid:
+                        index.add(rec)
+        return index.current(rid)
+
+
+def _as_us(value: int | datetime | None) -> int | None:
+    if isinstance(value, datetime):
+        return from_datetime(value)
+    return value
+
+
+def _as_text_ts(value: datetime | str | None) -> str | None:
+    if isinstance(value, datetime):
+        return format_ts(from_datetime(value))
+    return value

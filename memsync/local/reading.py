@@ -1,0 +1,275 @@
+"""Reading memory files: scan them into one index, build their view, check them, render the
+prompt block (SEMANTICS rules 1 to 12). Reads only; writes are `memory.py`'s."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memsync.core.clock import FUTURE_TOLERANCE
+from memsync.core.lines import BadLine, Header, Invalid, classify
+from memsync.core.prompt import PromptEntry, render_prompt
+from memsync.core.records import Record
+from memsync.core.secrets import find_secrets
+from memsync.core.timestamps import format_ts
+from memsync.core.view import Index, View, build_view
+from memsync.local.fresh import now_us
+from memsync.local.storage import read_chunks
+from memsync.models import Entry, to_model
+
+__all__ = [
+    "BadLineWatch",
+    "CheckReport",
+    "MemoryView",
+    "ScanResult",
+    "SecretFinding",
+    "check_files",
+    "no_gc",
+    "prompt_of",
+    "record_secrets",
+    "scan",
+    "view_of",
+]
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic GC while folding many records: they hold no cycles, and generation-2
+    passes over a million live objects would cost more than the fold itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@dataclass
+class ScanResult:
+    """What reading some files gave: the index of their records, their bad lines, headers."""
+
+    index: Index = field(default_factory=Index)
+    bad: list[BadLine] = field(default_factory=list)
+    headers: list[Header] = field(default_factory=list)
+
+
+def scan(
+    paths: Sequence[Path],
+    *,
+    visit: Callable[[str, int, Record], None] | None = None,
+    names: Sequence[str] | None = None,
+) -> ScanResult:
+    """Read every complete line of `paths` into one index (rules 1 to 10).
+
+    `visit(file, line_no, record)` is called for each valid record when given. `names` are
+    the file names used in reports (default: the paths as given).
+    Raises OSError for a file that cannot be read and UnsupportedFormat (rule 2).
+    """
+    result = ScanResult()
+    with no_gc():
+        for i, path in enumerate(paths):
+            name = names[i] if names else str(path)
+            for chunk in read_chunks(path):
+                if visit is None:
+                    bad, headers = result.index.fold_lines(
+                        chunk.lines, source=name, first_line=chunk.first_line
+                    )
+                    result.bad += bad
+                    result.headers += headers
+                else:
+                    _fold_visiting(result, chunk.lines, name, chunk.first_line, visit)
+    return result
+
+
+def _fold_visiting(
+    result: ScanResult,
+    lines: list[bytes],
+    name: str,
+    first_line: int,
+    visit: Callable[[str, int, Record], None],
+) -> None:
+    for n, raw in enumerate(lines, first_line):
+        parsed = classify(raw, source=name, line_no=n)
+        if type(parsed) is Record:
+            result.index.add(parsed)
+            visit(name, n, parsed)
+        elif type(parsed) is Invalid:
+            result.bad.append(BadLine(name, n, parsed.reason))
+        elif type(parsed) is Header:
+            result.headers.append(parsed)
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """The view of a memory (rules 8 to 12) with what reading it found along the way.
+
+    Attributes:
+        records: the live current versions, ordered by (`created_at`, `id`).
+        bad: bad lines (file, line, reason); never dropped, never propagated.
+        twins: records with the same key and different content; the first of each pair won.
+    """
+
+    records: list[Record]
+    bad: list[BadLine]
+    twins: list[tuple[Record, Record]]
+
+    @property
+    def entries(self) -> list[Entry]:
+        """The live entries as pydantic models."""
+        return [e for e in map(to_model, self.records) if isinstance(e, Entry)]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+@dataclass(frozen=True, slots=True)
+class SecretFinding:
+    """A line whose text looks like a credential."""
+
+    file: str
+    line: int
+    what: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What `check` found: bad lines, twins, credential-shaped text, records dated too far
+    ahead. Clean when all four are empty."""
+
+    bad: list[BadLine]
+    twins: list[tuple[Record, Record]]
+    secrets: list[SecretFinding]
+    future: list[tuple[str, int, Record]]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.bad or self.twins or self.secrets or self.future)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `check --json` document."""
+        return {
+            "bad": [{"file": b.file, "line": b.line, "reason": b.reason} for b in self.bad],
+            "twins": [
+                {"id": a.id, "created_at": format_ts(a.ts), "kept": _text(a), "other": _text(b)}
+                for a, b in self.twins
+            ],
+            "secrets": [{"file": s.file, "line": s.line, "what": s.what} for s in self.secrets],
+            "future": [
+                {"file": f, "line": n, "id": r.id, "created_at": format_ts(r.ts)}
+                for f, n, r in self.future
+            ],
+        }
+
+
+def _text(rec: Record) -> str:
+    return rec.raw.decode("utf-8", "replace")
+
+
+class _Texts(msgspec.Struct, gc=False):
+    """The human-written strings of a record: what a secret could hide in."""
+
+    text: str = ""
+    scope: str = ""
+    source: str | None = None
+    tags: list[str] = []
+
+
+_decode_texts = msgspec.json.Decoder(_Texts).decode
+
+
+def record_secrets(rec: Record) -> list[str]:
+    """What looks like a credential in the human-written strings of a record (its text,
+    scope, source and tags), decoded so that JSON escapes cannot hide a value. The short
+    fields repeat across records (a session id, a scope), so their verdicts are cached."""
+    t = _decode_texts(rec.raw)
+    found = find_secrets(t.text)
+    for value in (t.scope, t.source or "", *t.tags):
+        found += _field_secrets(value)
+    return list(dict.fromkeys(found))
+
+
+@lru_cache(maxsize=4096)
+def _field_secrets(value: str) -> list[str]:
+    return find_secrets(value)
+
+
+def view_of(paths: Sequence[Path], now: int | None = None) -> MemoryView:
+    """The view of several memory files together (rules 1 to 12)."""
+    result = scan(paths)
+    with no_gc():  # sorting a million live records allocates a million keys
+        view: View = build_view(result.index, now_us() if now is None else now)
+    return MemoryView(view.live, result.bad, view.twins)
+
+
+def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
+    """Bad lines, twins, credential-shaped text, and records more than 5 minutes ahead."""
+    limit = (now_us() if now is None else now) + FUTURE_TOLERANCE
+    found: list[SecretFinding] = []
+    future: list[tuple[str, int, Record]] = []
+
+    def visit(name: str, line: int, rec: Record) -> None:
+        if rec.ts > limit:
+            future.append((name, line, rec))
+        if not rec.deleted:
+            for what in record_secrets(rec):
+                found.append(SecretFinding(name, line, what))
+
+    result = scan(paths, visit=visit)
+    return CheckReport(result.bad, list(result.index.twins), found, future)
+
+
+def prompt_of(records: Iterable[Record], scope: str | None, max_chars: int | None) -> str:
+    """`render_prompt` over live records."""
+    entries = []
+    for rec in records:
+        if rec.deleted:
+            continue
+        obj = rec.fields()
+        entries.append(
+            PromptEntry(
+                id=rec.id,
+                kind=obj["kind"],
+                text=obj["text"],
+                scope=obj.get("scope", "global"),
+                user=rec.user,
+                confidence=float(obj.get("confidence", 1.0)),
+                ts=rec.ts,
+            )
+        )
+    return render_prompt(entries, scope, max_chars)
+
+
+@dataclass
+class BadLineWatch:
+    """Reads a file's new lines for bad ones (rule 4), so that each is reported once: how
+    far `path` was checked, and how many bad lines it had. A replaced file (compaction:
+    another inode, or shorter) is read again from the start."""
+
+    path: Path
+    ino: int = 0
+    offset: int = 0
+    line: int = 1
+    bad: int = 0
+
+    def new_bad_lines(self) -> Iterator[BadLine]:
+        """The bad lines appended since the last call, as they are found.
+        Raises OSError, and UnsupportedFormat (rule 2)."""
+        st = self.path.stat()
+        if st.st_ino != self.ino or st.st_size < self.offset:
+            self.ino, self.offset, self.line, self.bad = st.st_ino, 0, 1, 0
+        name = str(self.path)
+        for chunk in read_chunks(self.path, self.offset, self.line):
+            for n, raw in enumerate(chunk.lines, chunk.first_line):
+                parsed = classify(raw, source=name, line_no=n)
+                if isinstance(parsed, Invalid):
+                    self.bad += 1
+                    yield BadLine(name, n, parsed.reason)
+            self.offset, self.line = chunk.end, chunk.first_line + len(chunk.lines)
