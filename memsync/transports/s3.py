@@ -545,16 +545,17 @@ def _parse(where: str, base: str, objects: list[tuple[str, int]]) -> _Listing:
         segments = sorted(by_gen[current], key=lambda s: s.offset)
         older = [s.key for g, segs in by_gen.items() if g != current for s in segs]
         f = _File(name, current, segments, older)
-        expected = 0
+        expected, before = 0, "the file's start"
         for seg in segments:
             if seg.offset != expected:
                 f.problem = (
-                    f"{where}/{name}: segment {seg.key.rsplit('/', 1)[-1]} of generation "
-                    f"{current} starts at {seg.offset}, not at {expected} where the previous "
-                    "one ends (truncated, lost or planted by hand?); not read"
+                    f"{where}/{name}: generation {current}: {before} ends at {expected}, but "
+                    f"the next segment starts at {seg.offset} (truncated, lost or planted by "
+                    "hand?); not read"
                 )
                 break
             expected = seg.offset + seg.size
+            before = f"segment {seg.key.rsplit('/', 1)[-1]}"
         files[name] = f
     return _Listing(time.monotonic(), files, modes)
 
