@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -290,6 +291,13 @@ def test_the_server_down_for_a_while_fails_cleanly_then_recovers(
         assert line.startswith("memsync: notes <-> hub: ")
         assert own.endpoint.split("//")[1] in line or "connect" in line.lower(), line
         own.start()
+        # Back: its volumes may answer "InternalError" for a moment after the start; each
+        # failed pass is one line, and a later one succeeds (the daemon backs off so).
+        deadline = time.monotonic() + 30
+        while (result := a.cli("sync")).rc != 0:
+            assert len(result.err.strip().splitlines()) == 1, result.err
+            assert time.monotonic() < deadline, result.err
+            time.sleep(0.5)
         a.sync()
         b.sync()
         assert_converged([a, b])
