@@ -288,6 +288,7 @@ class Daemon:
                 )
             backoff.failures, backoff.next_try = 0, 0.0
             st.last_success, st.last_error, st.failing_since = now, None, None
+            st.write_mode = getattr(transport, "mode", None) or st.write_mode  # S3 only
             st.records_in += report.pulled_records
             st.records_out += report.pushed_records
             st.held = list(report.held)

@@ -18,6 +18,7 @@ from tests.test_daemon import (
     Remote,
     cli_add,
     duplicates,
+    memsync,
     start_all,
     view_ids,
     wait_for,
@@ -76,3 +77,6 @@ def test_two_daemons_sync_through_an_s3_hub(s3_server: S3Server, cluster: Cluste
         st = node.status()
         assert st is not None
         assert st.memories[MEMORY].remotes["team"].last_error is None
+        assert st.memories[MEMORY].remotes["team"].write_mode == "conditional"
+    shown = memsync("status", "--config", str(a.config))
+    assert "S3 writes: conditional" in shown.stdout, shown.stdout

@@ -287,6 +287,8 @@ class S3Transport:
         the problem); `mtime` is its generation's time, `generation` its generation."""
         check_name(self.url, folder)
         listing = self._list(folder)
+        if listing.modes:  # the folder's marker says it, at no cost
+            self.mode = "plain" if "plain" in listing.modes else "conditional"
         return [
             RemoteFile(f.name, f.size, int(f.generation) / 1e6, f.generation)
             for f in sorted(listing.files.values(), key=lambda f: f.name)
