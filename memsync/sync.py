@@ -350,7 +350,9 @@ class _Pass:
             gen = _random.token_hex(8)
             data = header_line(self.now, gen) + data
             self.state.own_generation = gen
-        for chunk in _line_chunks(data, PUSH_CHUNK_BYTES):
+        # A transport may ask for larger writes (S3: one object per write, so fewer).
+        limit = int(getattr(self.t, "push_chunk_bytes", PUSH_CHUNK_BYTES))
+        for chunk in _line_chunks(data, limit):
             expected = self._write(expected, chunk)
         self.report.pushed_records += count
         if cursor is not None:

@@ -51,13 +51,17 @@ from memsync.transports.base import RemoteFile, check_name, validate_name
 if TYPE_CHECKING:
     from memsync.transports.base import Transport
 
-__all__ = ["MAX_LIST_PAGES", "MERGE_SEGMENTS", "Mode", "S3Transport"]
+__all__ = ["MAX_LIST_PAGES", "MERGE_SEGMENTS", "PUSH_CHUNK_BYTES", "Mode", "S3Transport"]
 
 Mode = Literal["conditional", "plain"]
 """How segments are written: `If-None-Match: *` PUTs, or plain PUTs (one writer per prefix)."""
 
 MAX_LIST_PAGES = 1000
 """A folder listing longer than this many pages (1000 keys each) is refused: untrusted input."""
+
+PUSH_CHUNK_BYTES = 16 << 20
+"""What sync writes at once to an S3 hub (`memsync.sync` asks): each write is one object,
+so a first push of 1,000,000 records (about 260 MB) makes about 17 objects, not 1,000."""
 
 MERGE_SEGMENTS = 16
 """Our own hub file with more segments than this is rewritten as one by its compaction."""
@@ -150,6 +154,7 @@ class S3Transport:
         self.attempts, self.timeout = attempts, timeout
         self._client = client
         self._listings: dict[str, _Listing] = {}
+        self.push_chunk_bytes = PUSH_CHUNK_BYTES
         self.mode: Mode | None = None
         """How the last write was made; None until this transport has written."""
 
