@@ -446,3 +446,31 @@ def test_tombstones_are_held_back_and_compaction_is_noticed_on_s3(
     # Only the new generation is left of a's hub file.
     gens = {k.split("/")[3] for k in keys(s3_server, bucket) if "/a.jsonl/" in k}
     assert len(gens) == 1
+
+
+def test_a_store_that_ignores_conditional_puts_is_written_with_plain_puts(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    """A store that drops `If-None-Match` (simulated: botocore removes the header before
+    signing, so the server never sees it) is detected by the probe, remembered in the
+    folder's marker, and written with plain PUTs; sync works the same."""
+
+    def drop_condition(request: Any, **_: Any) -> None:
+        if "If-None-Match" in request.headers:
+            del request.headers["If-None-Match"]
+
+    ignoring = s3_server.client()
+    ignoring.meta.events.register("before-sign.s3.PutObject", drop_condition)
+    t = S3Transport(bucket, "hub", client=ignoring)
+    assert t.write_at(MEMORY, "x.jsonl", 0, b"one\n") == 4
+    assert t.mode == "plain"
+    assert f"hub/{MEMORY}/.mode/plain" in keys(s3_server, bucket)
+    fresh = S3Transport(bucket, "hub", client=s3_server.client())
+    fresh.list_files(MEMORY)
+    assert fresh.mode == "plain"  # from the marker, without a probe
+    assert fresh.write_at(MEMORY, "x.jsonl", 4, b"two\n") == 8
+    a, b = (s3_replica(tmp_path, n, s3_server, bucket) for n in "ab")
+    a.memory().add("fact", "Through plain PUTs.")
+    a.sync()
+    b.sync()
+    assert_converged([a, b])

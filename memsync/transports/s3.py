@@ -536,6 +536,8 @@ def _parse(where: str, base: str, objects: list[tuple[str, int]]) -> _Listing:
     gens: dict[str, dict[str, list[_Segment]]] = {}
     modes: set[str] = set()
     for key, size in objects:
+        if not key.startswith(base):
+            continue  # not asked for: a store answering with other keys is not trusted
         rest = key[len(base) :].split("/")
         if len(rest) == 2 and rest[0] == _MODE_DIR and rest[1] in ("conditional", "plain"):
             modes.add(rest[1])
