@@ -474,3 +474,16 @@ def test_a_store_that_ignores_conditional_puts_is_written_with_plain_puts(
     a.sync()
     b.sync()
     assert_converged([a, b])
+
+
+def test_no_credentials_at_all_is_one_line_saying_where_they_come_from(
+    tmp_path: Path, s3_server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = s3_replica(tmp_path, "a", s3_server, bucket)
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    result = a.cli("sync")
+    assert result.rc == 1
+    [line] = result.err.strip().splitlines()
+    assert line.startswith("memsync: notes <-> hub: s3://")
+    assert "no S3 credentials found" in line

@@ -234,13 +234,10 @@ class S3Transport:
                 f"{where}: no S3 credentials found: set AWS_ACCESS_KEY_ID and "
                 "AWS_SECRET_ACCESS_KEY, a profile, or ~/.aws/credentials"
             )
-        if name == "ProfileNotFound":
-            return TransportError(f"{where}: {_one_line(exc)}")
         if name in ("ConnectTimeoutError", "ReadTimeoutError"):
             return TransportTimeout(f"{where}: timed out ({_one_line(exc)})")
-        if code:
-            message = _one_line(exc)
-            return TransportError(f"{where}: {message}")
+        # The rest (unreachable endpoint, unknown profile, other error codes) in botocore's
+        # own words, on one line.
         return TransportError(f"{where}: {_one_line(exc)}")
 
     # --- the listing ------------------------------------------------------------------
