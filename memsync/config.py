@@ -58,9 +58,16 @@ __all__ = [
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _HOST_RE = re.compile(r"[A-Za-z0-9._:%-]+")
 _SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key")
+_S3_ONLY = ("endpoint_url", "region", "profile")
+# Keys that would hold a credential: refused with a hint, never echoed (issue 11).
+_SECRET_KEY_RE = re.compile(r"secret|password|passwd|access_key|session_token|credential|token")
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_S3_PREFIX_PART_RE = re.compile(r"[A-Za-z0-9._~-]{1,255}")
 _DEFAULT_MEMORY_NAME = "memory"
 _DEFAULT_MEMORY_PATH = "~/.local/share/agent-memory/memory.jsonl"
-_URL_FORMS = "a path, file:///path, ssh://[user@]host[:port]/path or ssh://alias/path"
+_URL_FORMS = (
+    "a path, file:///path, ssh://[user@]host[:port]/path, ssh://alias/path or s3://bucket/prefix"
+)
 # Upper bounds on every number (issue 13, item 17): past them a value is a typo, and some
 # (inf, 1e12 seconds) overflow the scheduler at start, a restart loop under systemd.
 _DAY = 86_400.0
@@ -121,12 +128,15 @@ class _KeyedValueError(ValueError):
 class RemoteURL:
     """A remote's url, parsed. `path` is absolute (`~` expanded) for a folder remote."""
 
-    scheme: Literal["file", "ssh"]
-    """"file" for a folder (local, NFS, SMB, a synced folder), "ssh" for an SFTP hub."""
+    scheme: Literal["file", "ssh", "s3"]
+    """"file" for a folder (local, NFS, SMB, a synced folder), "ssh" for an SFTP hub, "s3"
+    for S3-compatible object storage."""
     path: str
-    """The hub directory: on this machine for "file", on the SSH host for "ssh"."""
+    """The hub directory: on this machine for "file", on the SSH host for "ssh"; for "s3"
+    the key prefix in the bucket, without slashes at either end ("" for the bucket root)."""
     host: str | None = None
-    """SSH host name, address or `~/.ssh/config` alias (lower case, as OpenSSH matches it)."""
+    """SSH host name, address or `~/.ssh/config` alias (lower case, as OpenSSH matches it);
+    for "s3" the bucket."""
     user: str | None = None
     """SSH user; None means `~/.ssh/config` or the local user name."""
     port: int | None = None
@@ -163,6 +173,8 @@ def parse_remote_url(url: str) -> RemoteURL:
         return _parse_file_url(url)
     if scheme == "ssh":
         return _parse_ssh_url(url)
+    if scheme == "s3":
+        return _parse_s3_url(url)
     # Do not echo the url: it may hold credentials meant for another tool.
     raise ValueError(f"unsupported url scheme {scheme!r}; write {_URL_FORMS}")
 
@@ -218,6 +230,32 @@ def _parse_ssh_url(url: str) -> RemoteURL:
     if not path or path == "/":
         raise ValueError(f"{url!r} has no path; write ssh://host/path/to/hub")
     return RemoteURL(scheme="ssh", path=path, host=host, user=user, port=port)
+
+
+def _parse_s3_url(url: str) -> RemoteURL:
+    parts = urlsplit(url)
+    # First, before any message that could echo the url.
+    if "@" in parts.netloc:
+        raise ValueError(
+            "no credentials in the url; S3 credentials come from the environment, "
+            "~/.aws/credentials or a profile"
+        )
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise ValueError(f"{url!r} has a ?query or #fragment; write s3://bucket/prefix")
+    bucket = parts.netloc
+    if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket:
+        raise ValueError(
+            f"{url!r}: invalid bucket name {bucket!r} (3 to 63 of a-z 0-9 . -);"
+            " write s3://bucket/prefix"
+        )
+    prefix = parts.path.strip("/")
+    if prefix and any(
+        not _S3_PREFIX_PART_RE.fullmatch(part) or part in (".", "..") for part in prefix.split("/")
+    ):
+        raise ValueError(
+            f"{url!r}: invalid prefix {prefix!r}; use / separated parts of A-Z a-z 0-9 . _ ~ -"
+        )
+    return RemoteURL(scheme="s3", path=prefix, host=bucket)
 
 
 # --- environment defaults -------------------------------------------------------------
@@ -285,7 +323,8 @@ class MemoryConfig(_Model):
 
 
 class RemoteConfig(_Model):
-    """One `[[remote]]`: a hub directory, in a shared folder or on an SSH host."""
+    """One `[[remote]]`: a hub directory, in a shared folder or on an SSH host, or a bucket
+    prefix in S3-compatible object storage."""
 
     name: _Name
     """How memories and messages refer to this remote."""
@@ -298,8 +337,28 @@ class RemoteConfig(_Model):
     accept_new_host_key: bool = False
     """SSH only: trust and record an unknown host key on first contact (OpenSSH accept-new);
     a changed key is still refused."""
+    endpoint_url: str | None = None
+    """S3 only: the store's endpoint, e.g. `http://127.0.0.1:8333`; else AWS's."""
+    region: str | None = None
+    """S3 only: the signing region; else the environment's or profile's."""
+    profile: str | None = None
+    """S3 only: a profile of `~/.aws/config` and `~/.aws/credentials` for the credentials;
+    else boto3's standard chain (environment, default profile, instance role)."""
     poll_seconds: float = Field(default=30.0, gt=0, le=_DAY, allow_inf_nan=False)
     """How often to look for other machines' writes (a folder's inotify never sees them)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secrets(cls, data: object) -> object:
+        for key in data if isinstance(data, dict) else ():
+            if isinstance(key, str) and _SECRET_KEY_RE.search(key.lower()):
+                raise _KeyedValueError(
+                    (key,),
+                    "no secrets in the config: S3 credentials come from the environment "
+                    "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), ~/.aws/credentials or a "
+                    "profile (profile = ...); SSH uses keys or ssh-agent",
+                )
+        return data
 
     @field_validator("url")
     @classmethod
@@ -307,13 +366,29 @@ class RemoteConfig(_Model):
         parse_remote_url(value)
         return value
 
+    @field_validator("endpoint_url")
+    @classmethod
+    def _check_endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if "@" in parts.netloc:  # before any message that could echo it
+            raise ValueError("no credentials in endpoint_url")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http:// or https:// url")
+        return value
+
     @model_validator(mode="after")
     def _ssh_only_keys(self) -> RemoteConfig:
-        if self.parsed_url.scheme != "ssh":
-            for key in _SSH_ONLY:
+        scheme = self.parsed_url.scheme
+        kind = {"file": "a folder", "ssh": "an ssh:// remote", "s3": "an s3:// remote"}[scheme]
+        for only, keys in (("ssh", _SSH_ONLY), ("s3", _S3_ONLY)):
+            if scheme == only:
+                continue
+            for key in keys:
                 if key in self.model_fields_set:
                     raise _KeyedValueError(
-                        (key,), f"{key!r} applies to ssh:// remotes only; this one is a folder"
+                        (key,), f"{key!r} applies to {only}:// remotes only; this one is {kind}"
                     )
         return self
 
@@ -455,8 +530,10 @@ class Config(_Model):
             parsed = remote.parsed_url
             if parsed.scheme == "file":
                 shown["url"] = parsed.path
-                for key in _SSH_ONLY:
-                    del shown[key]
+            for only, keys in (("ssh", _SSH_ONLY), ("s3", _S3_ONLY)):
+                if parsed.scheme != only:
+                    for key in keys:
+                        del shown[key]
         return data
 
 

@@ -25,6 +25,9 @@ def open_remote(remote: RemoteConfig) -> Transport:
         identity_file=remote.identity_file,
         known_hosts=remote.known_hosts,
         accept_new_host_key=remote.accept_new_host_key,
+        endpoint_url=remote.endpoint_url,
+        region=remote.region,
+        profile=remote.profile,
     )
 
 

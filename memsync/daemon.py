@@ -261,6 +261,7 @@ class Daemon:
             backoff.failures, backoff.next_try = 0, 0.0
             self._note_returns(memory, remote, st.replicas, report.replicas, now)
             st.note_pass(report, now)
+            st.write_mode = getattr(transport, "mode", None) or st.write_mode  # S3 only
             if report.pulled_records or report.pushed_records:
                 logger.info(
                     "%s <-> %s: %d in, %d out",

@@ -72,6 +72,8 @@ class RemoteStatus(_Model):
     """The other replicas in the hub and when each last published its watermarks."""
     holding_back: list[str] = Field(default_factory=list)
     """Replicas that have not read everything yet: compaction keeps tombstones for them."""
+    write_mode: str | None = None
+    """S3 hubs: "conditional" (If-None-Match PUTs) or "plain" (the store ignores them)."""
 
     def note_pass(self, report: SyncReport, now: int) -> None:
         """Take in a pass that succeeded at `now`."""

@@ -73,3 +73,21 @@ def hub(tmp_path: Path) -> Path:
     root = tmp_path / "hub"
     root.mkdir()
     return root
+
+
+# --- end of sshd_server --------------------------------------------------------------------
+
+
+# --- s3_server (issue 11: the S3 hub's tests) ----------------------------------------------
+# One real SeaweedFS for the session (about a second to start); each test takes a fresh
+# bucket with `s3_server.new_bucket()`. Under CI=true a missing server fails, never skips.
+
+from tests.s3server import S3Server, start_s3
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real SeaweedFS S3 gateway on 127.0.0.1 for the whole session."""
+    server = start_s3(tmp_path_factory.mktemp("s3"))
+    yield server
+    server.stop()

@@ -64,7 +64,13 @@ def test_example_loads_with_expected_values() -> None:
     )
     assert work.name == "work"
     assert work.remotes is None
-    nas, vm = config.remote
+    nas, vm, team = config.remote
+    assert team.parsed_url == RemoteURL(scheme="s3", path="memsync", host="team-memory")
+    assert (team.endpoint_url, team.region, team.profile) == (
+        "https://s3.example.net",
+        "eu-west-1",
+        "memsync",
+    )
     assert nas.name == "nas"
     assert nas.parsed_url == RemoteURL(scheme="file", path="/mnt/nas/memsync")
     assert nas.poll_seconds == 30
@@ -81,7 +87,7 @@ def test_example_loads_with_expected_values() -> None:
     )
     assert config.daemon == DaemonConfig(debounce_ms=200, log_level="info", reconcile_seconds=300)
     assert [r.name for r in config.memory_remotes(me)] == ["nas", "vm"]
-    assert [r.name for r in config.memory_remotes("work")] == ["nas", "vm"]
+    assert [r.name for r in config.memory_remotes("work")] == ["nas", "vm", "team"]
 
 
 def test_example_documents_every_key() -> None:
@@ -101,7 +107,9 @@ def test_display_dict_is_json_and_validates_again() -> None:
     config = load_config(EXAMPLE)
     shown = config.to_display_dict()
     json.dumps(shown)
-    assert shown["memory"][1]["remotes"] == ["nas", "vm"]
+    assert shown["memory"][1]["remotes"] == ["nas", "vm", "team"]
+    assert "identity_file" not in shown["remote"][2]
+    assert "endpoint_url" not in shown["remote"][1]
     assert shown["remote"][0] == {"name": "nas", "url": "/mnt/nas/memsync", "poll_seconds": 30.0}
     assert shown["remote"][1]["identity_file"] == str(HOME / ".ssh/id_ed25519")
     assert shown["state_dir"] == str(HOME / ".local/state/memsync")
@@ -304,7 +312,66 @@ def test_password_key_does_not_exist(tmp_path: Path) -> None:
         tmp_path, MINIMAL + '[[remote]]\nname = "h"\nurl = "ssh://h/p"\npassword = "x"\n'
     )
     assert error.key == "remote[0].password"
-    assert "unknown key 'password'" in error.message
+    assert "no secrets in the config" in error.message  # refused by name (issue 11)
+
+
+@pytest.mark.parametrize(
+    "key", ["aws_secret_access_key", "aws_access_key_id", "secret", "password", "session_token"]
+)
+def test_secret_keys_are_refused_in_a_remote(tmp_path: Path, key: str) -> None:
+    error = config_error(
+        tmp_path,
+        MINIMAL + f'[[remote]]\nname = "h"\nurl = "s3://bucket/p"\n{key} = "hunter2-secret"\n',
+    )
+    assert error.key == f"remote[0].{key}"
+    assert "no secrets in the config" in error.message
+    assert "hunter2" not in str(error)
+
+
+def test_s3_remote(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        MINIMAL + '[[remote]]\nname = "s"\nurl = "s3://my-bucket/team/memsync/"\n'
+        'endpoint_url = "http://127.0.0.1:8333"\nregion = "us-east-1"\nprofile = "p"\n'
+    )
+    (remote,) = load_config(path).remote
+    assert remote.parsed_url == RemoteURL(scheme="s3", path="team/memsync", host="my-bucket")
+    assert remote.endpoint_url == "http://127.0.0.1:8333"
+    assert parse_remote_url("s3://my-bucket").path == ""
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("s3://AB/p", "invalid bucket name"),
+        ("s3://b/p", "invalid bucket name"),
+        ("s3://key:hunter2@bucket/p", "no credentials in the url"),
+        ("s3://bucket/a/../b", "invalid prefix"),
+        ("s3://bucket/p?x=1", "?query"),
+    ],
+)
+def test_bad_s3_urls(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as caught:
+        parse_remote_url(url)
+    assert "hunter2" not in str(caught.value)
+
+
+def test_s3_only_and_ssh_only_keys(tmp_path: Path) -> None:
+    error = config_error(
+        tmp_path, MINIMAL + '[[remote]]\nname = "h"\nurl = "/srv/hub"\nregion = "x"\n'
+    )
+    assert error.key == "remote[0].region"
+    assert "applies to s3:// remotes only; this one is a folder" in error.message
+    error = config_error(
+        tmp_path,
+        MINIMAL + '[[remote]]\nname = "h"\nurl = "s3://bucket/p"\nidentity_file = "/k"\n',
+    )
+    assert "applies to ssh:// remotes only; this one is an s3:// remote" in error.message
+    error = config_error(
+        tmp_path,
+        MINIMAL + '[[remote]]\nname = "h"\nurl = "s3://bucket/p"\nendpoint_url = "ftp://x"\n',
+    )
+    assert "is not an http:// or https:// url" in error.message
 
 
 # --- wrong types and values -----------------------------------------------------------

@@ -171,6 +171,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 state = "ok" if r.last_error is None else f"FAILING: {r.last_error}"
                 if r.held:
                     state += f"; {len(r.held)} future-dated record(s) held"
+                if r.write_mode:
+                    state += f"; S3 writes: {r.write_mode}"
                 print(
                     f"{mname:<12} {rname:<12} {last:<26} {r.records_in:>6} {r.records_out:>6}  {state}"
                 )

@@ -205,7 +205,13 @@ def compact_own_hub_file(
         generation = _random.token_hex(8)
         new = header_line(at, generation) + b"".join(r.raw + b"\n" for r in plan.keep)
         if len(new) >= size:
-            return None
+            fragmented = getattr(transport, "fragmented", None)  # S3Transport's
+            if fragmented is None or not fragmented(memory, own):
+                return None
+            # Nothing to drop, but many small S3 segments: the same bytes as one segment.
+            # Peers keep their offsets (same header token, same bytes before them).
+            transport.replace(memory, own, data)
+            return size, size
         transport.replace(memory, own, new)
         state.own_size, state.own_tail = len(new), b64(new[-HUB_TAIL_BYTES:])
         state.own_generation = generation

@@ -74,6 +74,8 @@ class PeerState:
     tail: str = ""  # hex hash of the HUB_TAIL_BYTES before offset
     generation: str | None = None
     seen: tuple[int, float] | list[float] | None = None  # (size, mtime) when last checked
+    hub_generation: str | None = None  # RemoteFile.generation when last read (S3)
+    tail_len: int | None = None  # bytes `tail` hashes (None: HUB_TAIL_BYTES, or fewer at 0)
 
 
 @dataclass
@@ -81,6 +83,7 @@ class SyncState:
     own_size: int | None = None  # our hub file's size as we last left it (None: unknown)
     own_tail: str = ""  # base64 of its last HUB_TAIL_BYTES, to check and to extend the hash
     own_generation: str | None = None
+    own_hub_generation: str | None = None  # RemoteFile.generation of our file, as checked
     pushed: dict[str, Any] | None = None  # the local file's cursor pushed through
     peers: dict[str, PeerState] = field(default_factory=dict)
     watermarks: str = ""  # the last watermark document published

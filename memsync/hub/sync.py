@@ -154,12 +154,14 @@ class _Pass:
             # file is another file, and what we knew of the old one says nothing about it.
             st = self.state
             st.own_size, st.own_tail, st.own_generation, st.pushed = None, "", None, None
+            st.own_hub_generation = None
             st.replica = replica
         self.hub = DigestStore(hub_store_path(state_dir, memory, remote))
         self.index = FileIndex(local, index_path(state_dir, local))
         self.own = replica + _SUFFIX
         self.report = SyncReport(memory, remote)
         self._last_tail = b""
+        self._own_listed: str | None = None  # our file's generation in this pass's listing
 
     def close(self) -> None:
         self.hub.close()
@@ -182,6 +184,8 @@ class _Pass:
             if not f.name.endswith(_SUFFIX) or f.name.startswith("."):
                 continue
             peer = f.name[: -len(_SUFFIX)]
+            if f.name == self.own:
+                self._own_listed = f.generation
             if f.name == self.own and self.state.own_size is not None:
                 continue  # we know what our own file holds
             if f.size > MAX_PEER_BYTES:
@@ -195,6 +199,7 @@ class _Pass:
             if lines:
                 chunks.append((self.where(f.name), state.line - len(lines), lines))
             state.seen = (f.size, f.mtime)
+            state.hub_generation = f.generation
             merged[peer] = state
         known = {f.name[: -len(_SUFFIX)] for f in files if f.name.endswith(_SUFFIX)}
         known |= {
@@ -229,7 +234,11 @@ class _Pass:
             # Same size and modification time as when last checked: nothing to read and
             # nothing to check (the steady state costs nothing on the wire but a listing).
             return state
-        begin = max(0, state.offset - HUB_TAIL_BYTES)
+        if f.generation is not None and f.generation == state.hub_generation:
+            # Only appended to since we read it (an S3 hub's segments are immutable): the
+            # bytes before the offset are the ones read, and cost no request to check.
+            return state
+        begin = max(0, state.offset - (state.tail_len or HUB_TAIL_BYTES))
         tail = self.t.read(self.memory, name, begin, state.offset - begin)
         self.report.pulled_bytes += len(tail)
         if _hash(tail) != state.tail:
@@ -268,11 +277,15 @@ class _Pass:
         if done == state.offset:
             return [], state
         tail = window[: len(window) - len(pending)][-HUB_TAIL_BYTES:]
-        if len(tail) < min(HUB_TAIL_BYTES, done):  # not enough seen: read it
+        # Not enough seen: read it, unless the hub vouches for the bytes before (S3): then
+        # the bytes at hand (a whole line at least) will do for a later check.
+        if len(tail) < min(HUB_TAIL_BYTES, done) and not (tail and state.hub_generation):
             begin = max(0, done - HUB_TAIL_BYTES)
             tail = self.t.read(self.memory, name, begin, done - begin)
             self.report.pulled_bytes += len(tail)
-        return lines, PeerState(done, state.line + len(lines), _hash(tail), generation)
+        return lines, PeerState(
+            done, state.line + len(lines), _hash(tail), generation, tail_len=len(tail)
+        )
 
     def _readmarks_of(self, f: RemoteFile) -> None:
         """Read a peer's watermark file when it changed (untrusted: parsed defensively)."""
@@ -328,7 +341,9 @@ class _Pass:
             gen = _random.token_hex(8)
             data = header_line(self.now, gen) + data
             self.state.own_generation = gen
-        for chunk in _line_chunks(data, PUSH_CHUNK_BYTES):
+        # A transport may ask for larger writes (S3: one object per write, so fewer).
+        limit = int(getattr(self.t, "push_chunk_bytes", PUSH_CHUNK_BYTES))
+        for chunk in _line_chunks(data, limit):
             expected = self._write(expected, chunk)
         self.report.pushed_records += count
         if cursor is not None:
@@ -347,8 +362,11 @@ class _Pass:
         tail = base64.b64decode(st.own_tail)
         check = tail[-_OWN_CHECK_BYTES:]
         begin = st.own_size - len(check)
-        if check and self.t.read(self.memory, self.own, begin, len(check)) != check:
+        # An S3 hub's file in the generation we checked last time was only appended to.
+        vouched = self._own_listed is not None and self._own_listed == st.own_hub_generation
+        if check and not vouched and self.t.read(self.memory, self.own, begin, len(check)) != check:
             raise self._clash("its bytes before our last write changed")
+        st.own_hub_generation = self._own_listed
         if size > st.own_size:
             # More than we know of: our own write whose answer was lost (every line is one
             # of our local records), or someone else's (a clash).

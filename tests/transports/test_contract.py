@@ -2,7 +2,9 @@
 
 `memory` is the fake for sync tests, `localdir` a shared folder, `ssh` a real OpenSSH server
 on 127.0.0.1 serving the same file system, so that a test can plant on disk what another
-machine might have put in the hub (symlinks, odd names) and check modes and inodes.
+machine might have put in the hub (symlinks, odd names) and check modes and inodes; `s3` a
+real SeaweedFS on 127.0.0.1, a fresh bucket per test (there a write inside a file must be
+refused: segments are immutable).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from memsync.errors import TransportError
 from memsync.hub.transports import RemoteFile, Transport, open_transport, validate_name
 from memsync.hub.transports.localdir import LocalDirTransport
 from memsync.hub.transports.memory import InMemoryTransport
+from tests.s3server import S3Server
 from tests.sshd import SshdServer
 
 FOLDER = "notes"
@@ -61,10 +64,28 @@ def _disk_hub(kind: str, root: Path, transport: Transport) -> Hub:
     return Hub(kind, transport, root.rmdir, plant, root)
 
 
+def _s3_hub(server: S3Server) -> Hub:
+    from memsync.hub.transports.s3 import S3Transport
+
+    bucket = server.new_bucket()
+    client = server.client()
+
+    def remove_root() -> None:
+        client.delete_bucket(Bucket=bucket)
+
+    def plant(folder: str, name: str, data: bytes) -> None:
+        key = f"hub/{folder}/{name}/{1:016d}/{0:020d}"
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    return Hub("s3", S3Transport(bucket, "hub", client=server.client()), remove_root, plant)
+
+
 def _make_hub(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Hub:
     root = tmp_path / "hub"
     if kind == "memory":
         return _memory_hub()
+    if kind == "s3":
+        return _s3_hub(request.getfixturevalue("s3_server"))
     if kind == "localdir":
         return _disk_hub(kind, root, LocalDirTransport(root))
     server: SshdServer = request.getfixturevalue("sshd_server")
@@ -82,7 +103,12 @@ def _make_hub(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Hub:
     return _disk_hub(kind, root, ssh)
 
 
-ALL = ["memory", "localdir", pytest.param("ssh", marks=pytest.mark.integration)]
+ALL = [
+    "memory",
+    "localdir",
+    pytest.param("ssh", marks=pytest.mark.integration),
+    pytest.param("s3", marks=pytest.mark.integration),
+]
 DISK = ["localdir", pytest.param("ssh", marks=pytest.mark.integration)]
 
 
@@ -157,9 +183,16 @@ def test_write_at_the_end_appends_exactly(transport: Transport) -> None:
     assert transport.read(FOLDER, NAME, 0, 100) == b"a\nbb\nccc\n"
 
 
-def test_write_at_inside_overwrites_at_that_offset(transport: Transport) -> None:
-    """What the caller does to terminate a torn last line: write at the offset it chose."""
+def test_write_at_inside_overwrites_at_that_offset(hub: Hub) -> None:
+    """What the caller does to terminate a torn last line: write at the offset it chose.
+    S3 refuses it: its segments are immutable, and a PUT is never torn."""
+    transport = hub.transport
     transport.write_at(FOLDER, NAME, 0, b'{"a":1}\n{"b":')
+    if hub.kind == "s3":
+        with pytest.raises(TransportError, match="cannot write at 8, inside the file"):
+            transport.write_at(FOLDER, NAME, 8, b'{"b":2}\n')
+        assert transport.read(FOLDER, NAME, 0, 100) == b'{"a":1}\n{"b":'
+        return
     assert transport.write_at(FOLDER, NAME, 8, b'{"b":2}\n') == 16
     assert transport.read(FOLDER, NAME, 0, 100) == b'{"a":1}\n{"b":2}\n'
 
@@ -317,8 +350,21 @@ def test_open_transport(tmp_path: Path) -> None:
         open_transport("ssh", "/srv/memsync")
     with pytest.raises(TransportError, match="unknown remote scheme"):
         open_transport("ftp", "/srv/memsync")
+    with pytest.raises(TransportError, match="no bucket"):
+        open_transport("s3", "prefix")
+    s3 = open_transport("s3", "hub", host="bucket", endpoint_url="http://127.0.0.1:1")
+    assert repr(s3) == "S3Transport('s3://bucket/hub')"
 
 
 def test_importing_transports_does_not_import_paramiko() -> None:
     code = "import sys, memsync.hub.transports; sys.exit('paramiko' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_importing_memsync_does_not_import_boto3() -> None:
+    """boto3 is imported only when an s3:// remote is used, not by the CLI or the library."""
+    code = (
+        "import sys, memsync, memsync.cli, memsync.hub.sync, memsync.hub.transports; "
+        "sys.exit('boto3' in sys.modules or 'botocore' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

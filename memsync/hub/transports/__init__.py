@@ -1,7 +1,7 @@
-"""Transports: how memsync reaches a hub (a shared directory or an SSH host).
+"""Transports: how memsync reaches a hub (a shared directory, an SSH host, an S3 bucket).
 
 `open_transport` builds one from explicit arguments; paramiko is imported only when an SSH
-transport is opened, so that `import memsync` stays light.
+transport is opened, boto3 only when an S3 one is used, so that `import memsync` stays light.
 """
 
 from __future__ import annotations
@@ -24,17 +24,22 @@ def open_transport(
     identity_file: str | Path | None = None,
     known_hosts: str | Path | None = None,
     accept_new_host_key: bool = False,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
 ) -> Transport:
     """Return the transport for a hub; nothing is connected until the first call.
 
     Args:
-        scheme: "file" for a directory (local or mounted), "ssh" for an SSH host.
-        path: the hub root directory.
+        scheme: "file" for a directory (local or mounted), "ssh" for an SSH host, "s3" for
+            S3-compatible object storage.
+        path: the hub root directory; for "s3" the key prefix in the bucket.
         host, user, port, identity_file, known_hosts, accept_new_host_key: for "ssh" only;
-            see `memsync.hub.transports.ssh.SSHTransport`.
+            see `memsync.hub.transports.ssh.SSHTransport`. For "s3", `host` is the bucket.
+        endpoint_url, region, profile: for "s3" only; see `memsync.hub.transports.s3.S3Transport`.
 
     Raises:
-        TransportError: an unknown scheme, or "ssh" without a host.
+        TransportError: an unknown scheme, or "ssh" or "s3" without a host (bucket).
 
     Example:
         >>> hub = open_transport("file", "/mnt/shared/memsync")
@@ -57,4 +62,12 @@ def open_transport(
             known_hosts=known_hosts,
             accept_new_host_key=accept_new_host_key,
         )
-    raise TransportError(f"unknown remote scheme {scheme!r}; expected 'file' or 'ssh'", host, path)
+    if scheme == "s3":
+        if not host:
+            raise TransportError(f"s3 remote {path!r}: no bucket given", host, path)
+        from memsync.hub.transports.s3 import S3Transport
+
+        return S3Transport(host, path, endpoint_url=endpoint_url, region=region, profile=profile)
+    raise TransportError(
+        f"unknown remote scheme {scheme!r}; expected 'file', 'ssh' or 's3'", host, path
+    )

@@ -45,6 +45,10 @@ class RemoteFile:
     name: str
     size: int
     mtime: float
+    generation: str | None = None
+    """Set by hubs whose files change only by appends within one generation (S3): while a
+    file's generation is the one seen when it was last read, the bytes already read are
+    unchanged, and need no check. None: no such promise (a folder, SSH)."""
 
 
 class Transport(Protocol):
