@@ -18,6 +18,9 @@ from memsync.errors import (
     TransportTimeout,
     UnsupportedFormat,
 )
+from memsync.export import export_markdown
+from memsync.fulltext import RecallHit, recall
+from memsync.importers import ImportResult, import_mcp_memory
 from memsync.memfile import CheckReport, Memory, MemoryView
 from memsync.models import Entry, Tombstone
 
@@ -29,12 +32,14 @@ __all__ = [
     "ConfigError",
     "Entry",
     "HostKeyError",
+    "ImportResult",
     "InvalidRecord",
     "LockTimeout",
     "Memory",
     "MemoryView",
     "MemsyncError",
     "NotQuiet",
+    "RecallHit",
     "Record",
     "ReplicaClash",
     "SecretRefused",
@@ -43,4 +48,7 @@ __all__ = [
     "TransportTimeout",
     "UnsupportedFormat",
     "__version__",
+    "export_markdown",
+    "import_mcp_memory",
+    "recall",
 ]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from memsync import __version__
+from memsync import __version__, cli_agents
 from memsync.config import (
     Config,
     default_config,
@@ -612,7 +612,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[_Parser]], None]] = []
+_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[_Parser]], None]] = [
+    cli_agents.register,  # mcp, recall, export, import
+]
 
 
 def _setup_logging(verbose: int) -> None:
