@@ -114,7 +114,8 @@ def _bounded(hits: list[Hit], max_chars: int) -> tuple[list[Hit], bool]:
     kept: list[Hit] = []
     used = 0
     for hit in hits:
-        size = len(hit.model_dump_json())
+        # As json.dumps spells it (spaces after separators): the longest of the spellings.
+        size = len(json.dumps(hit.model_dump(mode="json"), ensure_ascii=False)) + 2
         if used + size > max_chars:
             room = max_chars - used - (size - len(hit.text)) - 1
             if not kept and room > 0:
