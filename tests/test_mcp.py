@@ -25,8 +25,8 @@ from memsync.cli import main
 from memsync.errors import MemsyncError
 from memsync.mcp_server import DEFAULT_MAX_CHARS, build_server, check_host
 
-GENMEM = Path("/work/shared/tools/genmem.py")
 ROOT = Path(__file__).resolve().parent.parent
+GENMEM = Path(os.environ.get("MEMSYNC_SHARED", ROOT.parent / "shared")) / "tools" / "genmem.py"
 
 
 def _text(result: CallToolResult) -> str:
