@@ -179,20 +179,23 @@ def build_server(path: Path, name: str, state_dir: Path | None = None) -> MCPSer
         id: str,
         text: Annotated[str, Field(min_length=1)],
         kind: Kind | None = None,
-        scope: str = "global",
+        scope: str | None = None,
         tags: list[str] | None = None,
         confidence: Confidence = 1.0,
         source: str | None = None,
     ) -> Annotated[CallToolResult, Remembered]:
-        """Replace entry `id` for good with a corrected one; `kind` defaults to the old one's."""
+        """Replace entry `id` for good with a corrected one (SEMANTICS rule 10); `kind`,
+        `scope` and `tags` default to the old entry's."""
         try:
             with lock:
+                old = live_cache(mem.path).index().current(id)
+                was = old.fields() if old is not None and not old.deleted else {}
                 e = mem.supersede(
                     id,
                     text,
                     kind=kind,
-                    scope=scope,
-                    tags=tags or (),
+                    scope=scope if scope is not None else was.get("scope", "global"),
+                    tags=tags if tags is not None else was.get("tags", []),
                     confidence=confidence,
                     source=source,
                 )

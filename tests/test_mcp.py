@@ -95,7 +95,9 @@ def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
                 {"kind": "preference", "text": "Prefers short answers.", "source": "user"},
             )
             pref = r.structured_content["id"] if r.structured_content else ""
-            r = await client.call_tool("remember", {"kind": "fact", "text": "CI runs on 2 cores."})
+            r = await client.call_tool(
+                "remember", {"kind": "fact", "text": "CI runs on 2 cores.", "scope": "project:ci"}
+            )
             fact = r.structured_content["id"] if r.structured_content else ""
 
             r = await client.call_tool("recall", {"query": "retries"})
@@ -111,6 +113,7 @@ def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
             assert r.structured_content is not None
             assert [e["id"] for e in r.structured_content["entries"]] == [new_fact]
             assert r.structured_content["entries"][0]["kind"] == "fact"  # the old one's kind
+            assert r.structured_content["entries"][0]["scope"] == "project:ci"  # and scope
 
             r = await client.call_tool("forget", {"id": lesson})
             assert not r.is_error
@@ -121,7 +124,7 @@ def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
             assert r.is_error
             assert _text(r).startswith("memsync: ")
 
-            res = await client.read_resource("memsync://me/prompt/project:memsync")
+            res = await client.read_resource("memsync://me/prompt/project:ci")
             [content] = res.contents
             assert isinstance(content, TextResourceContents)
             assert "Prefers short answers." in content.text
@@ -132,7 +135,7 @@ def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
 
             prompts = (await client.list_prompts()).prompts
             assert [p.name for p in prompts] == ["memory"]
-            got = await client.get_prompt("memory", {"scope": "project:memsync"})
+            got = await client.get_prompt("memory", {"scope": "project:ci"})
             block = got.messages[0].content
             assert isinstance(block, TextContent)
             assert "Prefers short answers." in block.text
@@ -374,3 +377,19 @@ def test_streamable_http_on_loopback(http_server: tuple[str, Path]) -> None:
     found = anyio.run(scenario)
     assert [e["text"] for e in found["entries"]] == ["Never force-push to main."]
     assert [e.text for e in Memory(path).view().entries] == ["Never force-push to main."]
+
+
+def test_mcp_memory_choice_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[[memory]]\nname = "a"\npath = "{tmp_path / "a.jsonl"}"\n'
+        f'[[memory]]\nname = "b"\npath = "{tmp_path / "b.jsonl"}"\n'
+    )
+    assert main(["mcp", "--config", str(config)]) == 2
+    assert "choose one with --memory NAME" in capsys.readouterr().err
+    assert main(["mcp", "--config", str(config), "--memory", "c"]) == 2
+    assert capsys.readouterr().err == f"memsync: {config}: memory: no memory named 'c'\n"
+    assert main(["mcp", "x.jsonl", "--memory", "a"]) == 2
+    assert "not both" in capsys.readouterr().err
