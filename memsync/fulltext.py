@@ -264,7 +264,8 @@ class TextIndex:
     """
 
     def __init__(self, path: Path, db_path: Path) -> None:
-        db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for folder in (db_path.parent.parent, db_path.parent):  # the state dir, then ours
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = path
         self._db = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
         os.chmod(db_path, 0o600)  # before the WAL exists: SQLite gives it the same mode

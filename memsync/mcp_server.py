@@ -268,6 +268,18 @@ def build_server(path: Path, name: str, state_dir: Path | None = None) -> MCPSer
         except (MemsyncError, OSError) as exc:
             raise ResourceError(f"memsync: {exc}") from exc
 
+    @server.resource(
+        f"memsync://{name}/prompt/global",
+        name="memory-prompt-global",
+        description="The memory block of the global entries (listed for hosts without templates)",
+        mime_type="text/markdown",
+    )
+    def global_prompt_resource() -> str:
+        try:
+            return _prompt_block(None, DEFAULT_MAX_CHARS)
+        except (MemsyncError, OSError) as exc:
+            raise ResourceError(f"memsync: {exc}") from exc
+
     @server.prompt(name="memory", description="What is known for a task in a scope")
     def memory_prompt(scope: str | None = None) -> str:
         block = _prompt_block(scope, DEFAULT_MAX_CHARS)
@@ -277,7 +289,8 @@ def build_server(path: Path, name: str, state_dir: Path | None = None) -> MCPSer
             else f"The memory '{name}' holds nothing for this task yet."
         )
 
-    _ = (remember, supersede, forget, recall_tool, prompt_resource, memory_prompt)
+    _ = (remember, supersede, forget, recall_tool, prompt_resource, global_prompt_resource)
+    _ = memory_prompt
     return server
 
 

@@ -130,6 +130,13 @@ def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
             assert "Prefers short answers." in content.text
             assert "4 cores" in content.text
             assert "2 cores" not in content.text
+            listed = (await client.list_resources()).resources
+            assert [str(x.uri) for x in listed] == ["memsync://me/prompt/global"]
+            res = await client.read_resource("memsync://me/prompt/global")
+            [content] = res.contents
+            assert isinstance(content, TextResourceContents)
+            assert "Prefers short answers." in content.text
+            assert "cores" not in content.text
             templates = (await client.list_resource_templates()).resource_templates
             assert [t.uri_template for t in templates] == ["memsync://me/prompt/{scope}"]
 
