@@ -52,6 +52,7 @@ __all__ = [
     "live_cache",
     "recall",
     "text_index_path",
+    "warm",
 ]
 
 DEFAULT_LIMIT = 10
@@ -476,6 +477,18 @@ def recall(
             if len(hits) >= limit:
                 break
     return hits
+
+
+def warm(path: Path, state_dir: Path | None = None) -> None:
+    """Bring the cached view and the FTS5 index of `path` up to date now, so that the
+    first `recall` does not pay for reading a large file (a server calls it at start)."""
+    if state_dir is None:
+        from memsync.config import default_state_dir
+
+        state_dir = default_state_dir()
+    live_cache(path).index()
+    if fts5_available():
+        _text_index(path.resolve(), text_index_path(state_dir, path)).refresh()
 
 
 _INDEXES: dict[tuple[Path, Path], TextIndex] = {}

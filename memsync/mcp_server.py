@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -27,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
-from memsync.fulltext import live_cache, recall
+from memsync.fulltext import live_cache, recall, warm
 from memsync.memfile import Memory, prompt_of
 
 __all__ = ["DEFAULT_MAX_CHARS", "build_server", "check_host", "serve"]
@@ -305,6 +307,13 @@ def build_server(path: Path, name: str, state_dir: Path | None = None) -> MCPSer
     return server
 
 
+def _warm(path: Path, state_dir: Path | None) -> None:
+    try:
+        warm(path, state_dir)
+    except (MemsyncError, OSError, sqlite3.Error) as exc:  # the first recall will say why
+        logging.getLogger("memsync").warning("could not warm the recall index: %s", exc)
+
+
 def _us(ts: Any) -> int:
     from memsync.core.timestamps import from_datetime
 
@@ -326,6 +335,9 @@ def serve(
     if http:
         check_host(host, allow_remote)
     server = build_server(path, name, state_dir)
+    # Read the file and build the recall index while the host starts up; tools called
+    # meanwhile wait on the caches' locks, never see a half-built index.
+    threading.Thread(target=_warm, args=(path, state_dir), daemon=True).start()
     if http:
         server.run("streamable-http", host=host, port=port)
     else:
