@@ -31,6 +31,9 @@ from memsync.errors import (
 from memsync.hub.sync import SyncReport, sync_once
 from memsync.hub.transports import RemoteFile, Transport, open_transport
 from memsync.local.compaction import CompactionResult, compact_file
+from memsync.local.export import export_markdown
+from memsync.local.fulltext import RecallHit, recall
+from memsync.local.importers import ImportResult, import_mcp_memory
 from memsync.local.memory import Memory
 from memsync.local.merge import (
     MergeResult,
@@ -55,6 +58,7 @@ __all__ = [
     "FileReplaced",
     "HandoffFilter",
     "HostKeyError",
+    "ImportResult",
     "InvalidRecord",
     "LockTimeout",
     "Memory",
@@ -63,6 +67,7 @@ __all__ = [
     "MergeResult",
     "NotQuiet",
     "PendingMerge",
+    "RecallHit",
     "Record",
     "RemoteFile",
     "ReplicaClash",
@@ -80,10 +85,13 @@ __all__ = [
     "apply_merge",
     "check_files",
     "compact_file",
+    "export_markdown",
     "handoff",
+    "import_mcp_memory",
     "merge_files",
     "open_transport",
     "plan_file_merge",
+    "recall",
     "sync_once",
     "view_of",
 ]

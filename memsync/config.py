@@ -40,6 +40,7 @@ from pydantic import (
 from memsync.core.compaction import DEFAULT_HORIZON_DAYS, DEFAULT_QUIET_SECONDS
 from memsync.core.names import valid_name
 from memsync.errors import ConfigError
+from memsync.local.dirs import default_state_dir, xdg_dir
 
 __all__ = [
     "CompactionConfig",
@@ -261,14 +262,6 @@ def _parse_s3_url(url: str) -> RemoteURL:
 # --- environment defaults -------------------------------------------------------------
 
 
-def _xdg_dir(env: Mapping[str, str], var: str, fallback: str) -> Path:
-    # The XDG base directory spec says to ignore a relative value.
-    value = env.get(var, "")
-    if value and os.path.isabs(value):
-        return Path(value)
-    return Path(os.path.expanduser(fallback))
-
-
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     """Return where the config file is looked for.
 
@@ -279,13 +272,7 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     explicit = env.get("MEMSYNC_CONFIG", "")
     if explicit:
         return Path(os.path.expanduser(explicit))
-    return _xdg_dir(env, "XDG_CONFIG_HOME", "~/.config") / "memsync" / "config.toml"
-
-
-def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Return `$XDG_STATE_HOME/memsync`, else `~/.local/state/memsync`."""
-    env = os.environ if env is None else env
-    return _xdg_dir(env, "XDG_STATE_HOME", "~/.local/state") / "memsync"
+    return xdg_dir(env, "XDG_CONFIG_HOME", "~/.config") / "memsync" / "config.toml"
 
 
 def _default_memories() -> tuple[MemoryConfig, ...]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memsync import __version__
+from memsync.cli import _agents
 from memsync.cli._common import (
     EXIT_ERROR,
     EXIT_NOT_QUIET,
@@ -202,7 +203,9 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[Parser]], None]] = []
+_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[Parser]], None]] = [
+    _agents.register,  # mcp, recall, export, import
+]
 
 
 def _setup_logging(verbose: int) -> None:

@@ -1,0 +1,189 @@
+"""The agents' commands of the CLI: `mcp`, `recall`, `export`, `import`.
+
+Registered into `memsync.cli`'s parser through its `_EXTRA_COMMANDS` hook. The MCP SDK is
+imported only inside `cmd_mcp`, so `memsync --help` and every other command start without
+it. Errors are raised as `MemsyncError`/`OSError` and printed by `cli.main` as one
+`memsync: ...` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from memsync.core.records import KINDS
+from memsync.errors import ConfigError, MemsyncError
+
+__all__ = ["cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"a port is from 1 to 65535, not {text}")
+    return value
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def _memory_path(args: argparse.Namespace) -> tuple[Path, str]:
+    """The file `memsync mcp` serves and its name: FILE, or `--memory NAME` from the config
+    (the config's only memory when neither is given)."""
+    from memsync.config import default_config, default_config_path, load_config
+
+    if args.file is not None and args.memory is not None:
+        raise MemsyncError("mcp: give FILE or --memory NAME, not both")
+    if args.file is not None:
+        return Path(args.file).expanduser(), Path(args.file).stem
+    path = args.config if args.config is not None else default_config_path()
+    config = load_config(path) if args.config is not None or path.exists() else default_config()
+    mems = {m.name: m for m in config.memory}
+    if args.memory is None:
+        if len(mems) != 1:
+            raise MemsyncError(
+                f"mcp: {path}: several memories ({', '.join(sorted(mems))}); "
+                "choose one with --memory NAME"
+            )
+        [mem] = mems.values()
+    elif args.memory in mems:
+        mem = mems[args.memory]
+    else:
+        raise ConfigError(str(path), "memory", f"no memory named {args.memory!r}")
+    return mem.path, mem.name
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    path, name = _memory_path(args)
+    if args.http:
+        from memsync.mcp_server import check_host
+
+        check_host(args.host, args.allow_remote)  # before the SDK's import time is paid
+    try:
+        from memsync.mcp_server import serve
+    except ImportError as exc:
+        if exc.name is not None and exc.name.split(".")[0] in {"mcp", "mcp_types"}:
+            raise MemsyncError(
+                "mcp: the MCP server needs the mcp extra: pip install 'memsync[mcp]'"
+            ) from None
+        raise
+    serve(
+        path,
+        name,
+        http=args.http,
+        host=args.host,
+        port=args.port,
+        allow_remote=args.allow_remote,
+    )
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from memsync.local.fulltext import recall
+
+    hits = recall(
+        args.file,
+        args.query,
+        scope=args.scope,
+        kinds=args.kind,
+        min_confidence=args.min_confidence,
+        limit=args.limit,
+    )
+    if args.json:
+        print(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
+    else:
+        for h in hits:
+            print(f"{h.id}  {h.kind:<10} {h.scope}  {h.text}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from memsync.local.export import export_markdown, write_markdown
+
+    if args.out is None or str(args.out) == "-":
+        sys.stdout.write(export_markdown(args.file))
+    else:
+        write_markdown(args.file, args.out)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from memsync.local.importers import import_mcp_memory
+
+    result = import_mcp_memory(args.src, args.into, dry_run=args.dry_run)
+    if args.json:
+        doc: dict[str, Any] = result.to_json()
+        print(json.dumps(doc, indent=2))
+    else:
+        verb = "would append" if args.dry_run else "appended"
+        print(
+            f"{args.into}: {verb} {result.appended} entr{'y' if result.appended == 1 else 'ies'}"
+            f"; {result.present} already there"
+        )
+        for line in result.skipped:
+            print(f"skipped: {line}")
+    return 0
+
+
+def _confidence(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"confidence must be from 0 to 1, not {text}")
+    return value
+
+
+def register(sub: Any) -> None:
+    """Add `mcp`, `recall`, `export` and `import` to the `memsync` subparsers `sub`."""
+    p = sub.add_parser("mcp", help="serve a memory to agents over MCP (stdio, or --http)")
+    p.add_argument("file", type=Path, nargs="?", default=None, metavar="FILE")
+    p.add_argument("--memory", default=None, metavar="NAME", help="a memory of the config")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="with --http (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8765, help="with --http (default 8765)")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="with --http: allow a non-loopback --host (no authentication!)",
+    )
+    p.set_defaults(handler=cmd_mcp)
+
+    p = sub.add_parser("recall", help="live entries matching words, best first")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("--scope", default=None, help="the task's scope (global entries match too)")
+    p.add_argument("--kind", action="append", choices=KINDS, default=[])
+    p.add_argument("--min-confidence", type=_confidence, default=0.0, metavar="F")
+    p.add_argument("--limit", type=_limit, default=10, metavar="N")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_recall)
+
+    p = sub.add_parser("export", help="a readable summary of a memory (Markdown)")
+    p.add_argument("--markdown", action="store_true", required=True, help="the format")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("out", type=Path, nargs="?", default=None, metavar="OUT", help="default: -")
+    p.set_defaults(handler=cmd_export)
+
+    p = sub.add_parser("import", help="append another tool's memories (idempotent)")
+    p.add_argument("--from", dest="fmt", required=True, choices=["mcp-memory"])
+    p.add_argument("src", type=Path, metavar="SRC", help="e.g. the reference server's memory.jsonl")
+    p.add_argument("into", type=Path, metavar="INTO")
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_import)

@@ -1,0 +1,91 @@
+"""`memsync export --markdown`: a readable MEMORY.md-style summary of a memory's view.
+
+The summary lists the live entries (SEMANTICS rule 12: forgotten, superseded and expired
+ones are not there), grouped by kind in the prompt's order, then by scope (global first,
+then the others sorted), each entry on one line with its id so a person can `memsync
+forget` it. It is for reading, not a format: `memsync` never reads it back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+from memsync.core.prompt import PROMPT_KIND_ORDER
+from memsync.core.records import Record
+from memsync.core.timestamps import format_ts
+from memsync.local.reading import view_of
+from memsync.local.storage import atomic_replace
+
+__all__ = ["export_markdown", "render_markdown", "write_markdown"]
+
+_TITLES = {
+    "preference": "Preferences",
+    "avoid": "Avoid",
+    "lesson": "Lessons",
+    "fact": "Facts",
+    "source": "Sources",
+}
+
+
+def _one_line(text: str) -> str:
+    """An entry's text on one Markdown line: a newline in it would start a new item."""
+    return " ".join(text.split())
+
+
+def render_markdown(records: Iterable[Record], title: str = "Memory") -> str:
+    """The Markdown summary of live records (the view's order within each group)."""
+    groups: dict[str, dict[str, list[tuple[Record, dict[str, object]]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    count = 0
+    for rec in records:
+        if rec.deleted:
+            continue
+        obj = rec.fields()
+        groups[str(obj["kind"])][str(obj.get("scope", "global"))].append((rec, obj))
+        count += 1
+    out = [f"# {title}", "", f"{count} live entr{'y' if count == 1 else 'ies'}.", ""]
+    for kind in PROMPT_KIND_ORDER:
+        scopes = groups.get(kind)
+        if not scopes:
+            continue
+        out += [f"## {_TITLES[kind]}", ""]
+        for scope in sorted(scopes, key=lambda s: (s != "global", s)):
+            out += [f"### {scope}", ""]
+            for rec, obj in scopes[scope]:
+                notes = [format_ts(rec.ts)[:10]]
+                if rec.user:
+                    notes.append("said by the person")
+                conf = float(obj.get("confidence", 1.0))  # type: ignore[arg-type]
+                if conf < 1.0:
+                    notes.append(f"confidence {conf:g}")
+                tags = obj.get("tags") or []
+                if tags:
+                    notes.append("tags: " + ", ".join(map(str, tags)))  # type: ignore[call-overload]
+                if rec.expires is not None:
+                    notes.append(f"until {format_ts(rec.expires)[:10]}")
+                text = _one_line(str(obj["text"]))
+                out.append(f"- {text} ({'; '.join(notes)}) `{rec.id}`")
+            out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def export_markdown(path: str | os.PathLike[str], *, now: int | None = None) -> str:
+    """The Markdown summary of memory file `path`'s view at `now` (default: the clock)."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(2, "No such file or directory", str(p))
+    return render_markdown(view_of([p], now).records, title=f"Memory: {p.stem}")
+
+
+def write_markdown(
+    path: str | os.PathLike[str], out: str | os.PathLike[str], *, now: int | None = None
+) -> int:
+    """Write the summary of `path` to `out` (atomically, mode 0600: a memory is personal);
+    return the number of characters written."""
+    text = export_markdown(path, now=now)
+    atomic_replace(Path(out).expanduser(), text.encode("utf-8"))
+    return len(text)

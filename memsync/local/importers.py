@@ -1,0 +1,166 @@
+"""`memsync import --from mcp-memory`: bring in the reference MCP memory server's graph.
+
+That server (modelcontextprotocol/servers, `src/memory`) keeps one JSON Lines file of
+entities `{"type": "entity", "name", "entityType", "observations": [...]}` and relations
+`{"type": "relation", "from", "to", "relationType"}`. Each observation becomes a `fact`
+scoped `entity:<name>`; each relation becomes a `fact` "<from> <relationType> <to>" scoped
+to its `from` entity.
+
+Importing is idempotent: an imported entry's id is a hash of what it says and its
+`created_at` a fixed instant, so the same observation imported again has the same key
+(SEMANTICS rule 6) and is not appended twice; an entry forgotten since stays forgotten
+(its tombstone is later than that instant, rule 8). The source file is checked whole
+before anything is appended: one bad line stops the import, naming the file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memsync.core.lines import classify
+from memsync.core.records import Record
+from memsync.core.secrets import find_secrets
+from memsync.errors import InvalidRecord, MemsyncError
+from memsync.local.fresh import header_line
+from memsync.local.lock import file_lock
+from memsync.local.memory import Memory
+from memsync.local.reading import scan
+from memsync.local.storage import append_bytes
+
+__all__ = ["IMPORTED_AT", "SOURCE", "ImportResult", "import_mcp_memory", "mcp_memory_records"]
+
+IMPORTED_AT = "2024-11-25T00:00:00Z"
+"""The `created_at` of every imported entry: fixed (the reference server's first release),
+so that importing twice gives the same keys. Anything written later beats it (rule 9)."""
+
+SOURCE = "mcp-memory"
+
+
+@dataclass
+class ImportResult:
+    """What an import did: lines appended, entries already there, lines skipped (each
+    skipped line as "file:line: why")."""
+
+    appended: int = 0
+    present: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"appended": self.appended, "present": self.present, "skipped": self.skipped}
+
+
+def _entry_id(*parts: str) -> str:
+    """A deterministic 12-hex-digit id from what the entry says."""
+    h = hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=6)
+    return h.hexdigest()
+
+
+def _entry(rid: str, text: str, scope: str, tags: list[str]) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "kind": "fact",
+        "text": text,
+        "scope": scope,
+        "tags": tags,
+        "source": SOURCE,
+        "confidence": 1.0,
+        "created_at": IMPORTED_AT,
+    }
+
+
+def _text(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise MemsyncError(f"{where}: key {key!r} must be a non-empty string")
+    return value
+
+
+def mcp_memory_records(src: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """("file:line", entry object) for each observation and relation of `src`.
+
+    Raises:
+        MemsyncError: a line is not JSON, not an object, or lacks a key it needs (the
+            message names the file, line and key).
+    """
+    with open(src, encoding="utf-8", errors="strict") as f:
+        for n, line in enumerate(f, 1):
+            where = f"{src}:{n}"
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise MemsyncError(f"{where}: not JSON ({exc})") from None
+            if not isinstance(obj, dict):
+                raise MemsyncError(f"{where}: not a JSON object")
+            kind = obj.get("type")
+            if kind == "entity":
+                name = _text(obj, "name", where)
+                etype = _text(obj, "entityType", where)
+                observations = obj.get("observations", [])
+                if not isinstance(observations, list):
+                    raise MemsyncError(f"{where}: key 'observations' must be a list")
+                for i, o in enumerate(observations):
+                    if not isinstance(o, str):
+                        raise MemsyncError(f"{where}: observations[{i}] must be a string")
+                    if not o.strip():
+                        continue
+                    rid = _entry_id("entity", name, o)
+                    yield where, _entry(rid, o, f"entity:{name}", [SOURCE, etype])
+            elif kind == "relation":
+                a, b = _text(obj, "from", where), _text(obj, "to", where)
+                rel = _text(obj, "relationType", where)
+                rid = _entry_id("relation", a, rel, b)
+                yield where, _entry(rid, f"{a} {rel} {b}", f"entity:{a}", [SOURCE, "relation"])
+            else:
+                raise MemsyncError(f'{where}: key \'type\' must be "entity" or "relation"')
+
+
+def import_mcp_memory(
+    src: str | os.PathLike[str], into: str | os.PathLike[str], *, dry_run: bool = False
+) -> ImportResult:
+    """Append to memory file `into` (created if missing) the entries of the reference MCP
+    memory server's file `src` that it does not hold yet; return what was done.
+
+    Observations that look like credentials are skipped and listed (never stored).
+
+    Raises:
+        MemsyncError: `src` has a bad line (nothing is appended then).
+        FileNotFoundError: `src` does not exist.
+    """
+    source = Path(src).expanduser()
+    if not source.is_file():
+        raise FileNotFoundError(2, "No such file or directory", str(source))
+    result = ImportResult()
+    lines: list[tuple[bytes, Record]] = []
+    seen: set[tuple[str, int]] = set()
+    for where, obj in mcp_memory_records(source):
+        found = find_secrets("\n".join([obj["text"], obj["scope"], *obj["tags"]]))
+        if found:
+            result.skipped.append(f"{where}: looks like a secret ({', '.join(found)})")
+            continue
+        raw = msgspec.json.encode(obj)
+        rec = classify(raw, source=str(source))
+        if not isinstance(rec, Record):
+            raise InvalidRecord(f"{where}: cannot be imported as a valid record")
+        if rec.key not in seen:  # an observation repeated in the source is one entry
+            seen.add(rec.key)
+            lines.append((raw, rec))
+    mem = Memory.open(into)
+    with file_lock(mem.path, mem.lock_timeout):
+        keys: set[tuple[str, int]] = set()
+        scan([mem.path], visit=lambda _f, _n, r: keys.add(r.key))
+        new = [raw for raw, rec in lines if rec.key not in keys]
+        result.present = len(lines) - len(new)
+        result.appended = len(new)
+        if new and not dry_run:
+            append_bytes(mem.path, b"".join(r + b"\n" for r in new), header=header_line(0))
+    return result

@@ -1,0 +1,357 @@
+"""`memsync mcp`: one memory file served over the Model Context Protocol (the `mcp` SDK 2.x).
+
+Importing this module imports the SDK, so only the `mcp` subcommand imports it (the other
+commands must not pay its start-up time; `tests/test_mcp.py` checks it).
+
+Tools (typed inputs, structured outputs): `remember`, `supersede`, `forget`, `recall`.
+Resource `memsync://<memory>/prompt/<scope>` and prompt `memory`: the `to_prompt` block.
+Writes are `Memory.add`/`forget`, appends of whole lines under the file's lock (SEMANTICS
+rule 13), so several servers, the daemon and the CLI may write the same file at once.
+Every reply is bounded: `max_chars` (default 20,000 characters, about 5,000 tokens) caps
+the entries of a `recall` reply and the prompt block, far under the 25,000-token cap of
+common hosts, whatever the size of the memory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from memsync.core.timestamps import format_ts
+from memsync.errors import MemsyncError
+from memsync.local.fulltext import live_cache, recall, warm
+from memsync.local.memory import Memory
+from memsync.local.reading import prompt_of
+
+__all__ = [
+    "DEFAULT_MAX_CHARS",
+    "MAX_LIMIT",
+    "Confidence",
+    "Forgotten",
+    "Hit",
+    "Kind",
+    "Recalled",
+    "Remembered",
+    "build_server",
+    "check_host",
+    "serve",
+]
+
+DEFAULT_MAX_CHARS = 20_000
+"""The default bound of a reply's entries: 20,000 characters is about 5,000 tokens."""
+
+MAX_LIMIT = 200
+
+Kind = Literal["preference", "lesson", "fact", "source", "avoid"]
+Confidence = Annotated[float, Field(ge=0.0, le=1.0, description="from 0 to 1")]
+
+
+class Remembered(BaseModel):
+    """What `remember` and `supersede` wrote."""
+
+    id: str = Field(description="the new entry's id")
+    created_at: str
+    supersedes: str | None = None
+
+
+class Forgotten(BaseModel):
+    """The tombstone `forget` wrote."""
+
+    id: str
+    created_at: str
+
+
+class Hit(BaseModel):
+    """One live entry found by `recall`."""
+
+    id: str
+    kind: Kind
+    text: str
+    scope: str
+    tags: list[str]
+    confidence: float
+    source: str | None
+    created_at: str
+    score: float
+
+
+class Recalled(BaseModel):
+    """The ranked live entries matching a query, best first."""
+
+    entries: list[Hit]
+    truncated: bool = Field(description="true when max_chars cut entries or a text short")
+
+
+def check_host(host: str, allow_remote: bool) -> None:
+    """Refuse to listen on anything but a loopback address unless `allow_remote`: the
+    server has no authentication, and a memory file is personal.
+
+    Raises:
+        MemsyncError: a non-loopback `host` without `allow_remote`.
+    """
+    if allow_remote:
+        return
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise MemsyncError(
+            f"refusing to listen on {host!r}: the MCP server has no authentication; "
+            "use 127.0.0.1, or pass --allow-remote to expose the memory to the network"
+        )
+
+
+def _ok(model: BaseModel, text: str | None = None) -> CallToolResult:
+    data = model.model_dump(mode="json")
+    body = text if text is not None else json.dumps(data, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=data)
+
+
+def _refused(exc: Exception) -> CallToolResult:
+    """memsync's own one-line message, as a tool error the model can read and act on."""
+    return CallToolResult(content=[TextContent(type="text", text=f"memsync: {exc}")], is_error=True)
+
+
+def _bounded(hits: list[Hit], max_chars: int) -> tuple[list[Hit], bool]:
+    """The first hits whose JSON fits in `max_chars`; a single hit too long on its own
+    has its text cut (marked with "…") rather than the reply coming back empty."""
+    kept: list[Hit] = []
+    used = 0
+    for hit in hits:
+        # As json.dumps spells it (spaces after separators): the longest of the spellings.
+        size = len(json.dumps(hit.model_dump(mode="json"), ensure_ascii=False)) + 2
+        if used + size > max_chars:
+            room = max_chars - used - (size - len(hit.text)) - 1
+            if not kept and room > 0:
+                kept.append(hit.model_copy(update={"text": hit.text[:room] + "…"}))
+            return kept, True
+        kept.append(hit)
+        used += size
+    return kept, False
+
+
+def build_server(path: Path, name: str, state_dir: Path | None = None) -> MCPServer:
+    """An MCP server for memory file `path` (created if missing), named `name` in its
+    resource URIs. The recall index lives in `state_dir` (default: memsync's)."""
+    mem = Memory.open(path)
+    # The SDK runs sync tools in worker threads; one lock keeps this process's writes and
+    # index refreshes in order (other processes are kept in order by the file's lock).
+    lock = threading.Lock()
+    server: MCPServer = MCPServer(
+        name="memsync",
+        instructions=(
+            f"Long-term memory '{name}' shared by this person's agents and machines. Call "
+            "recall before a task to find what is known; remember durable preferences, "
+            "lessons and facts (never secrets); forget or supersede what turned out wrong."
+        ),
+        log_level="WARNING",
+    )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=False
+        ),
+    )
+    def remember(
+        kind: Kind,
+        text: Annotated[str, Field(min_length=1, description="one self-contained statement")],
+        scope: Annotated[
+            str, Field(description='"global", a domain, or "project:<name>"')
+        ] = "global",
+        tags: list[str] | None = None,
+        confidence: Confidence = 1.0,
+        source: Annotated[
+            str | None, Field(description='where it was learned; "user" if the person said it')
+        ] = None,
+    ) -> Annotated[CallToolResult, Remembered]:
+        """Store a new memory entry and return its id. Secrets are refused."""
+        try:
+            with lock:
+                e = mem.add(
+                    kind, text, scope=scope, tags=tags or (), confidence=confidence, source=source
+                )
+        except MemsyncError as exc:
+            return _refused(exc)
+        return _ok(Remembered(id=e.id, created_at=format_ts(_us(e.created_at))))
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Supersede", read_only_hint=False, destructive_hint=True, idempotent_hint=False
+        ),
+    )
+    def supersede(
+        id: str,
+        text: Annotated[str, Field(min_length=1)],
+        kind: Kind | None = None,
+        scope: str | None = None,
+        tags: list[str] | None = None,
+        confidence: Confidence = 1.0,
+        source: str | None = None,
+    ) -> Annotated[CallToolResult, Remembered]:
+        """Replace entry `id` for good with a corrected one (SEMANTICS rule 10); `kind`,
+        `scope` and `tags` default to the old entry's."""
+        try:
+            with lock:
+                old = live_cache(mem.path).index().current(id)
+                was = old.fields() if old is not None and not old.deleted else {}
+                e = mem.supersede(
+                    id,
+                    text,
+                    kind=kind,
+                    scope=scope if scope is not None else was.get("scope", "global"),
+                    tags=tags if tags is not None else was.get("tags", []),
+                    confidence=confidence,
+                    source=source,
+                )
+        except MemsyncError as exc:
+            return _refused(exc)
+        return _ok(Remembered(id=e.id, created_at=format_ts(_us(e.created_at)), supersedes=id))
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Forget", read_only_hint=False, destructive_hint=True, idempotent_hint=True
+        ),
+    )
+    def forget(id: str) -> Annotated[CallToolResult, Forgotten]:
+        """Delete entry `id` on every machine (a tombstone that syncs)."""
+        try:
+            with lock:
+                t = mem.forget(id)
+        except MemsyncError as exc:
+            return _refused(exc)
+        return _ok(Forgotten(id=t.id, created_at=format_ts(_us(t.created_at))))
+
+    @server.tool(
+        name="recall",
+        annotations=ToolAnnotations(title="Recall", read_only_hint=True, open_world_hint=False),
+    )
+    def recall_tool(
+        query: Annotated[str, Field(description="words to look for (stemmed: retries ~ retry)")],
+        scope: Annotated[
+            str | None, Field(description="the task's scope; global entries always match")
+        ] = None,
+        kinds: list[Kind] | None = None,
+        min_confidence: Confidence = 0.0,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 10,
+        max_chars: Annotated[int, Field(ge=200, le=80_000)] = DEFAULT_MAX_CHARS,
+    ) -> Annotated[CallToolResult, Recalled]:
+        """Live entries matching the query, best first; never forgotten, superseded or
+        expired ones. The reply holds at most `limit` entries and `max_chars` characters."""
+        try:
+            with lock:
+                found = recall(
+                    mem.path,
+                    query,
+                    scope=scope,
+                    kinds=kinds or (),
+                    min_confidence=min_confidence,
+                    limit=limit,
+                    state_dir=state_dir,
+                )
+        except (MemsyncError, OSError) as exc:
+            return _refused(exc)
+        hits = [Hit.model_validate(h.to_json()) for h in found]
+        kept, truncated = _bounded(hits, max_chars)
+        lines = [f"- [{h.id}] {h.kind} ({h.scope}): {h.text}" for h in kept]
+        text = "\n".join(lines) if lines else "no live entry matches"
+        return _ok(Recalled(entries=kept, truncated=truncated), text)
+
+    # The last blocks rendered, by (scope, max_chars), with the view they were rendered
+    # from: the resource and the prompt on an unchanged file cost nothing the second time
+    # (rendering parses every live record: seconds at 100,000 entries).
+    rendered: dict[tuple[str | None, int], tuple[object, str]] = {}
+
+    def _prompt_block(scope: str | None, max_chars: int) -> str:
+        with lock:
+            live = live_cache(mem.path).live()
+            hit = rendered.get((scope, max_chars))
+            if hit is not None and hit[0] is live:
+                return hit[1]
+            text = prompt_of(live, scope, max_chars)
+            rendered[(scope, max_chars)] = (live, text)
+            return text
+
+    @server.resource(
+        f"memsync://{name}/prompt/{{scope}}",
+        name="memory-prompt",
+        description="The memory block for a task in a scope (global entries included)",
+        mime_type="text/markdown",
+    )
+    def prompt_resource(scope: str) -> str:
+        try:
+            return _prompt_block(None if scope == "global" else scope, DEFAULT_MAX_CHARS)
+        except (MemsyncError, OSError) as exc:
+            raise ResourceError(f"memsync: {exc}") from exc
+
+    @server.resource(
+        f"memsync://{name}/prompt/global",
+        name="memory-prompt-global",
+        description="The memory block of the global entries (listed for hosts without templates)",
+        mime_type="text/markdown",
+    )
+    def global_prompt_resource() -> str:
+        try:
+            return _prompt_block(None, DEFAULT_MAX_CHARS)
+        except (MemsyncError, OSError) as exc:
+            raise ResourceError(f"memsync: {exc}") from exc
+
+    @server.prompt(name="memory", description="What is known for a task in a scope")
+    def memory_prompt(scope: str | None = None) -> str:
+        block = _prompt_block(scope, DEFAULT_MAX_CHARS)
+        return (
+            f"What the memory '{name}' holds for this task:\n\n{block}"
+            if block
+            else f"The memory '{name}' holds nothing for this task yet."
+        )
+
+    _ = (remember, supersede, forget, recall_tool, prompt_resource, global_prompt_resource)
+    _ = memory_prompt
+    return server
+
+
+def _warm(path: Path, state_dir: Path | None) -> None:
+    try:
+        warm(path, state_dir)
+    except (MemsyncError, OSError, sqlite3.Error) as exc:  # the first recall will say why
+        logging.getLogger("memsync").warning("could not warm the recall index: %s", exc)
+
+
+def _us(ts: Any) -> int:
+    from memsync.core.timestamps import from_datetime
+
+    return from_datetime(ts)
+
+
+def serve(
+    path: Path,
+    name: str,
+    *,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    allow_remote: bool = False,
+    state_dir: Path | None = None,
+) -> None:
+    """Serve memory file `path` over stdio (what agent hosts launch) or, with `http`,
+    streamable HTTP on `host:port` (loopback only unless `allow_remote`)."""
+    if http:
+        check_host(host, allow_remote)
+    server = build_server(path, name, state_dir)
+    # Read the file and build the recall index while the host starts up; tools called
+    # meanwhile wait on the caches' locks, never see a half-built index.
+    threading.Thread(target=_warm, args=(path, state_dir), daemon=True).start()
+    if http:
+        server.run("streamable-http", host=host, port=port)
+    else:
+        server.run("stdio")

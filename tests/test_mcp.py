@@ -1,0 +1,441 @@
+"""`memsync mcp` through the real protocol: the SDK's in-process client, the stdio wire
+(server processes launched as a host launches them), and streamable HTTP on 127.0.0.1.
+Nothing of memsync is mocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult, TextContent, TextResourceContents
+
+from memsync import Memory
+from memsync.cli import main
+from memsync.errors import MemsyncError
+from memsync.mcp_server import DEFAULT_MAX_CHARS, build_server, check_host
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _text(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """The environment a host gives the server: here, a private state directory."""
+    return {"XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONPATH": str(ROOT)}
+
+
+def test_importing_the_cli_does_not_import_the_sdk() -> None:
+    """The SDK is imported by `memsync mcp` only: other commands do not pay for it."""
+    code = "import sys, memsync.cli; sys.exit(1 if 'mcp' in sys.modules else 0)"
+    done = subprocess.run([sys.executable, "-c", code], timeout=60, check=False)
+    assert done.returncode == 0
+
+
+def test_a_non_loopback_host_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    check_host("127.0.0.1", False)
+    check_host("::1", False)
+    check_host("localhost", False)
+    check_host("0.0.0.0", True)
+    with pytest.raises(MemsyncError, match="refusing to listen"):
+        check_host("0.0.0.0", False)
+    assert main(["mcp", "--http", "--host", "192.0.2.1", "x.jsonl"]) == 2
+    assert "--allow-remote" in capsys.readouterr().err
+
+
+# In-process: every tool, the resource and the prompt
+
+
+def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
+    path = tmp_path / "me.jsonl"
+    server = build_server(path, "me", tmp_path / "state")
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {"remember", "supersede", "forget", "recall"}
+            kinds = tools["remember"].input_schema["properties"]["kind"]["enum"]
+            assert sorted(kinds) == ["avoid", "fact", "lesson", "preference", "source"]
+            assert tools["recall"].annotations
+            assert tools["recall"].annotations.read_only_hint
+            assert tools["forget"].annotations
+            assert tools["forget"].annotations.destructive_hint
+            assert tools["recall"].output_schema is not None
+
+            r = await client.call_tool(
+                "remember",
+                {
+                    "kind": "lesson",
+                    "text": "When the mirror times out, retry with backoff.",
+                    "scope": "project:memsync",
+                    "tags": ["network"],
+                    "confidence": 0.9,
+                },
+            )
+            assert not r.is_error
+            assert r.structured_content is not None
+            lesson = r.structured_content["id"]
+            r = await client.call_tool(
+                "remember",
+                {"kind": "preference", "text": "Prefers short answers.", "source": "user"},
+            )
+            pref = r.structured_content["id"] if r.structured_content else ""
+            r = await client.call_tool(
+                "remember", {"kind": "fact", "text": "CI runs on 2 cores.", "scope": "project:ci"}
+            )
+            fact = r.structured_content["id"] if r.structured_content else ""
+
+            r = await client.call_tool("recall", {"query": "retries"})
+            assert r.structured_content is not None
+            assert [e["id"] for e in r.structured_content["entries"]] == [lesson]
+            assert lesson in _text(r)
+
+            r = await client.call_tool("supersede", {"id": fact, "text": "CI runs on 4 cores."})
+            assert r.structured_content is not None
+            new_fact = r.structured_content["id"]
+            assert r.structured_content["supersedes"] == fact
+            r = await client.call_tool("recall", {"query": "cores"})
+            assert r.structured_content is not None
+            assert [e["id"] for e in r.structured_content["entries"]] == [new_fact]
+            assert r.structured_content["entries"][0]["kind"] == "fact"  # the old one's kind
+            assert r.structured_content["entries"][0]["scope"] == "project:ci"  # and scope
+
+            r = await client.call_tool("forget", {"id": lesson})
+            assert not r.is_error
+            r = await client.call_tool("recall", {"query": "retry backoff mirror"})
+            assert r.structured_content == {"entries": [], "truncated": False}
+
+            r = await client.call_tool("forget", {"id": "nosuchid"})
+            assert r.is_error
+            assert _text(r).startswith("memsync: ")
+
+            res = await client.read_resource("memsync://me/prompt/project:ci")
+            [content] = res.contents
+            assert isinstance(content, TextResourceContents)
+            assert "Prefers short answers." in content.text
+            assert "4 cores" in content.text
+            assert "2 cores" not in content.text
+            listed = (await client.list_resources()).resources
+            assert [str(x.uri) for x in listed] == ["memsync://me/prompt/global"]
+            res = await client.read_resource("memsync://me/prompt/global")
+            [content] = res.contents
+            assert isinstance(content, TextResourceContents)
+            assert "Prefers short answers." in content.text
+            assert "cores" not in content.text
+            templates = (await client.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == ["memsync://me/prompt/{scope}"]
+
+            prompts = (await client.list_prompts()).prompts
+            assert [p.name for p in prompts] == ["memory"]
+            got = await client.get_prompt("memory", {"scope": "project:ci"})
+            block = got.messages[0].content
+            assert isinstance(block, TextContent)
+            assert "Prefers short answers." in block.text
+            assert pref in {e.id for e in Memory(path).view().entries}
+
+    anyio.run(scenario)
+    assert Memory(path).check().clean
+
+
+def test_a_secret_is_refused_with_memsyncs_message(tmp_path: Path) -> None:
+    path = tmp_path / "me.jsonl"
+    server = build_server(path, "me", tmp_path / "state")
+
+    async def scenario() -> CallToolResult:
+        async with Client(server) as client:
+            return await client.call_tool(
+                "remember", {"kind": "fact", "text": "deploy key AKIAIOSFODNN7EXAMPLE"}
+            )
+
+    r = anyio.run(scenario)
+    assert r.is_error
+    assert _text(r) == (
+        "memsync: refusing to store what looks like a secret (AWS access key id); memory "
+        "files are shared and never hold credentials"
+    )
+    assert b"AKIA" not in path.read_bytes()
+
+
+def test_a_bad_kind_or_limit_is_rejected_by_the_schema(tmp_path: Path) -> None:
+    path = tmp_path / "me.jsonl"
+    server = build_server(path, "me", tmp_path / "state")
+
+    async def scenario() -> list[CallToolResult]:
+        async with Client(server) as client:
+            return [
+                await client.call_tool("remember", {"kind": "opinion", "text": "x"}),
+                await client.call_tool("remember", {"kind": "fact", "text": "x", "confidence": 2}),
+                await client.call_tool("recall", {"query": "x", "limit": 0}),
+            ]
+
+    for r in anyio.run(scenario):
+        assert r.is_error
+    text = _text(anyio.run(scenario)[0])
+    assert "kind" in text
+    assert "'preference', 'lesson', 'fact', 'source' or 'avoid'" in text
+    assert len(Memory(path).view()) == 0
+
+
+_VOCAB = [
+    "retry",
+    "backoff",
+    "mirror",
+    "deploy",
+    "staging",
+    "cluster",
+    "cache",
+    "bucket",
+    "prefer",
+    "short",
+    "answers",
+    "flaky",
+    "network",
+    "monday",
+    "rate",
+    "limit",
+    "api",
+    "user",
+    "prose",
+    "timeout",
+    "runner",
+    "build",
+    "release",
+    "schema",
+]
+
+
+@pytest.fixture(scope="module")
+def big_memory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 100,000-entry memory (about 20 MB): genmem.py's mix of kinds, scopes, later
+    versions and tombstones, written directly (a second, not genmem's several)."""
+    rng = random.Random(7)
+    path = tmp_path_factory.mktemp("big") / "big.jsonl"
+    kinds = ["preference", "lesson", "fact", "source", "avoid"]
+    scopes = ["global", "global", "github.com", "project:memsync", "project:web"]
+    lines = [b'{"format": "agent-memory/0.1", "created_at": "2026-01-01T00:00:00Z"}']
+    for i in range(100_000):
+        obj: dict[str, object] = {
+            "id": f"{i:012x}",
+            "kind": kinds[i % 5],
+            "text": " ".join(rng.choices(_VOCAB, k=12)).capitalize() + ".",
+            "scope": scopes[i % 5],
+            "confidence": round(rng.uniform(0.5, 1.0), 2),
+            "created_at": f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:00:00.{i:06d}Z",
+        }
+        if i % 50 == 49:
+            obj = {"id": f"{i - 1:012x}", "deleted": True, "created_at": "2026-02-01T00:00:00Z"}
+        lines.append(json.dumps(obj).encode())
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_every_reply_is_bounded_on_a_100k_memory(big_memory: Path, tmp_path: Path) -> None:
+    server = build_server(big_memory, "big", tmp_path / "state")
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            r = await client.call_tool("recall", {"query": "retry prefer short", "limit": 200})
+            assert r.structured_content is not None
+            entries = r.structured_content["entries"]
+            assert 0 < len(entries) <= 200
+            assert len(json.dumps(r.structured_content)) <= DEFAULT_MAX_CHARS + 100
+            assert len(_text(r)) <= DEFAULT_MAX_CHARS
+            r = await client.call_tool("recall", {"query": "retry", "limit": 5})
+            assert r.structured_content is not None
+            assert len(r.structured_content["entries"]) == 5
+            r = await client.call_tool("recall", {"query": "retry", "max_chars": 500})
+            assert r.structured_content is not None
+            assert len(json.dumps(r.structured_content["entries"])) <= 600
+            assert r.structured_content["truncated"]
+            res = await client.read_resource("memsync://big/prompt/global")
+            [content] = res.contents
+            assert isinstance(content, TextResourceContents)
+            assert 1000 < len(content.text) <= DEFAULT_MAX_CHARS
+            got = await client.get_prompt("memory", {})
+            block = got.messages[0].content
+            assert isinstance(block, TextContent)
+            assert len(block.text) <= DEFAULT_MAX_CHARS + 100
+
+    anyio.run(scenario)
+
+
+# The stdio wire: server processes launched as a host launches them
+
+
+def _stdio(path: Path, tmp_path: Path) -> Client:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memsync", "mcp", str(path)],
+        env=_env(tmp_path),
+        cwd=str(tmp_path),
+    )
+    return Client(params, read_timeout_seconds=60)
+
+
+def _cli_adds(path: Path, count: int, ids: list[str]) -> None:
+    for i in range(count):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memsync",
+                "add",
+                str(path),
+                "--kind",
+                "fact",
+                "--text",
+                f"added by the CLI, number {i}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, **_env(path.parent)},
+        )
+        ids.append(done.stdout.strip())
+
+
+@pytest.mark.slow
+def test_two_stdio_servers_and_the_cli_lose_nothing(tmp_path: Path) -> None:
+    """200 concurrent `remember` calls split between two server processes, while the CLI
+    appends to the same file: every acknowledged id is there exactly once, and the file
+    is clean."""
+    path = tmp_path / "shared.jsonl"
+    Memory.open(path)
+    acked: list[str] = []
+    cli_ids: list[str] = []
+
+    async def one_server(n: int) -> None:
+        async with _stdio(path, tmp_path) as client:
+
+            async def call(i: int) -> None:
+                r = await client.call_tool(
+                    "remember",
+                    {"kind": "lesson", "text": f"server {n} lesson {i}", "scope": "project:t"},
+                )
+                assert not r.is_error, _text(r)
+                assert r.structured_content is not None
+                acked.append(r.structured_content["id"])
+
+            async with anyio.create_task_group() as tg:
+                for i in range(100):
+                    tg.start_soon(call, i)
+            r = await client.call_tool("recall", {"query": f"server {n} lesson", "limit": 200})
+            assert r.structured_content is not None
+            assert len(r.structured_content["entries"]) >= 100
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one_server, 0)
+            tg.start_soon(one_server, 1)
+
+    adder = threading.Thread(target=_cli_adds, args=(path, 8, cli_ids))
+    adder.start()
+    anyio.run(scenario)
+    adder.join()
+    assert len(acked) == 200
+    assert len(cli_ids) == 8
+    lines = [json.loads(x) for x in path.read_bytes().splitlines()[1:]]
+    counts: dict[str, int] = {}
+    for obj in lines:
+        counts[obj["id"]] = counts.get(obj["id"], 0) + 1
+    assert all(counts.get(i) == 1 for i in acked + cli_ids)
+    assert len(lines) == 208
+    done = subprocess.run(
+        [sys.executable, "-m", "memsync", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.strip() == "clean"
+
+
+# Streamable HTTP on 127.0.0.1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    path = tmp_path / "web.jsonl"
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "mcp", "--http", "--port", str(port), str(path)],
+        env={**os.environ, **_env(tmp_path)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    err = proc.stderr.read().decode() if proc.stderr else ""
+                    pytest.fail(f"the HTTP server did not start: {err}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp", path
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_streamable_http_on_loopback(http_server: tuple[str, Path]) -> None:
+    url, path = http_server
+
+    async def scenario() -> dict[str, Any]:
+        async with Client(url, read_timeout_seconds=60) as client:
+            r = await client.call_tool(
+                "remember", {"kind": "avoid", "text": "Never force-push to main."}
+            )
+            assert not r.is_error
+            r = await client.call_tool("recall", {"query": "pushing", "kinds": ["avoid"]})
+            assert r.structured_content is not None
+            content: dict[str, Any] = r.structured_content
+            return content
+
+    found = anyio.run(scenario)
+    assert [e["text"] for e in found["entries"]] == ["Never force-push to main."]
+    assert [e.text for e in Memory(path).view().entries] == ["Never force-push to main."]
+
+
+def test_mcp_memory_choice_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[[memory]]\nname = "a"\npath = "{tmp_path / "a.jsonl"}"\n'
+        f'[[memory]]\nname = "b"\npath = "{tmp_path / "b.jsonl"}"\n'
+    )
+    assert main(["mcp", "--config", str(config)]) == 2
+    assert "choose one with --memory NAME" in capsys.readouterr().err
+    assert main(["mcp", "--config", str(config), "--memory", "c"]) == 2
+    assert capsys.readouterr().err == f"memsync: {config}: memory: no memory named 'c'\n"
+    assert main(["mcp", "x.jsonl", "--memory", "a"]) == 2
+    assert "not both" in capsys.readouterr().err

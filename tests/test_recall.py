@@ -1,0 +1,232 @@
+"""Recall by full-text search (`memsync.local.fulltext`): ranking, stemming, the view's filter
+(SEMANTICS rules 8 to 11), the incremental index, the cached view, the fallback scan, the
+CLI."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memsync import Memory, recall
+from memsync.cli import main
+from memsync.local.compaction import compact_file
+from memsync.local.fulltext import TextIndex, fts5_available, live_cache, text_index_path
+from memsync.local.merge import merge_files
+
+pytestmark = pytest.mark.skipif(not fts5_available(), reason="this SQLite has no FTS5")
+
+FIXTURE = {
+    "mirror": (
+        "lesson",
+        "When the package mirror times out, retry with exponential backoff.",
+        "global",
+    ),
+    "limit": ("lesson", "Retries without a limit hid a broken credential for a day.", "project:ci"),
+    "short": ("preference", "The person prefers short answers without preamble.", "global"),
+    "cores": ("fact", "The CI machine has two cores shared with other jobs.", "project:ci"),
+    "push": ("avoid", "Never force-push to main; the mirror rejects it.", "github.com"),
+    "deploy": ("fact", "Deploys go through the staging cluster first.", "project:web"),
+    "fts": ("source", "The SQLite FTS5 documentation explains bm25 ranking.", "global"),
+}
+
+
+def _fixture(path: Path) -> dict[str, str]:
+    mem = Memory.open(path)
+    return {key: mem.add(k, text, scope=scope).id for key, (k, text, scope) in FIXTURE.items()}
+
+
+def _ids(path: Path, query: str, state: Path, **kw: object) -> list[str]:
+    return [h.id for h in recall(path, query, state_dir=state, **kw)]  # type: ignore[arg-type]
+
+
+def test_expected_top_results(tmp_path: Path) -> None:
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    ids = _fixture(path)
+    assert _ids(path, "mirror timeout", state)[0] == ids["mirror"]
+    assert _ids(path, "short answers", state) == [ids["short"]]
+    assert _ids(path, "force push", state) == [ids["push"]]
+    assert _ids(path, "bm25", state) == [ids["fts"]]
+    assert _ids(path, "nothing matches this", state) == []
+    assert _ids(path, "", state) == []
+
+
+def test_stemming_retries_finds_retry(tmp_path: Path) -> None:
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    ids = _fixture(path)
+    assert set(_ids(path, "retries", state)) == {ids["mirror"], ids["limit"]}
+    assert set(_ids(path, "retrying", state)) == {ids["mirror"], ids["limit"]}
+    assert _ids(path, "deploying", state) == [ids["deploy"]]
+
+
+def test_filters_scope_kind_confidence_limit(tmp_path: Path) -> None:
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    ids = _fixture(path)
+    Memory(path).add("fact", "A retry fact of low confidence.", confidence=0.2)
+    both = {ids["mirror"], ids["limit"]}
+    assert set(_ids(path, "retry", state, kinds=["lesson"], scope="project:ci")) == both
+    assert ids["limit"] not in _ids(path, "retry", state, scope="project:web")
+    assert len(_ids(path, "retry", state)) == 3
+    assert len(_ids(path, "retry", state, min_confidence=0.5)) == 2
+    assert len(_ids(path, "retry", state, limit=1)) == 1
+    assert _ids(path, "mirror", state, scope="api.github.com") == [
+        h for h in _ids(path, "mirror", state) if h in {ids["mirror"], ids["push"]}
+    ]
+
+
+def test_forgotten_superseded_expired_and_old_versions_never_return(tmp_path: Path) -> None:
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    mem = Memory.open(path)
+    gone = mem.add("fact", "The flaky runner is called zebra.")
+    old = mem.add("fact", "The zebra runner has 8 GB.")
+    new = mem.supersede(old.id, "The zebra runner has 16 GB.")
+    soon = datetime.now(UTC) + timedelta(seconds=1)
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    expired = mem.add("fact", "The zebra runner is down today.", expires_at=past)
+    later = mem.add("fact", "The zebra runner reboots at noon.", expires_at=soon)
+    assert set(_ids(path, "zebra", state)) == {gone.id, new.id, later.id}
+    mem.forget(gone.id)
+    assert set(_ids(path, "zebra", state)) == {new.id, later.id}
+    assert expired.id not in _ids(path, "zebra", state)
+    at = int((soon + timedelta(seconds=1)).timestamp() * 1_000_000)
+    assert _ids(path, "zebra", state, now=at) == [new.id]
+    # A later version of an id is found by its own words, not by its older version's.
+    with path.open("ab") as f:
+        f.write(
+            json.dumps(
+                {
+                    "id": new.id,
+                    "kind": "fact",
+                    "text": "The okapi runner replaced it.",
+                    "created_at": "2099-01-01T00:00:00Z",
+                }
+            ).encode()
+            + b"\n"
+        )
+    far = int(datetime(2099, 6, 1, tzinfo=UTC).timestamp() * 1_000_000)
+    assert _ids(path, "okapi", state, now=far) == [new.id]
+    assert new.id not in _ids(path, "zebra", state, now=far)
+
+
+def test_the_fallback_scan_keeps_the_contract(tmp_path: Path) -> None:
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    ids = _fixture(path)
+    Memory(path).forget(ids["mirror"])
+    for query in ["retries", "short answers", "force push", "deploying", "zzz"]:
+        fts = recall(path, query, state_dir=state)
+        scan = recall(path, query, state_dir=state, use_fts=False)
+        assert {h.id for h in fts} == {h.id for h in scan}, query
+        assert [type(h) for h in fts] == [type(h) for h in scan]
+    assert _ids(path, "retries", state, use_fts=False) == [ids["limit"]]
+
+
+def test_the_index_reads_only_new_lines_and_rebuilds_when_rewritten(tmp_path: Path) -> None:
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    _fixture(path)
+    with TextIndex(path, text_index_path(state, path)) as index:
+        assert index.refresh() == path.stat().st_size
+        assert index.refresh() == 0
+        size = path.stat().st_size
+        Memory(path).add("fact", "One more line.")
+        assert index.refresh() == path.stat().st_size - size
+        # The same bytes count, other content (an in-place rewrite): rebuilt from the start.
+        data = path.read_bytes().replace(b"One more line.", b"One more LINE.")
+        with path.open("r+b") as f:
+            f.write(data)
+        assert index.refresh() == len(data)
+        assert any("LINE" in body for _, _, body in index.rows())
+        # A compaction writes a new file (new inode, new generation): rebuilt too.
+        Memory(path).forget(Memory(path).view().records[0].id)
+        result = compact_file(path, quiet_seconds=0, horizon_days=0, grace_seconds=0)
+        assert result.rewritten
+        assert index.refresh() == path.stat().st_size
+        assert len(index.rows()) == len(FIXTURE)
+    assert oct(text_index_path(state, path).stat().st_mode & 0o777) == "0o600"
+    assert oct(text_index_path(state, path).parent.stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_view_cache_does_not_reread_an_unchanged_file(tmp_path: Path) -> None:
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    _fixture(path)
+    cache = live_cache(path)
+    recall(path, "retry", state_dir=state)
+    read = cache.bytes_read
+    assert read == path.stat().st_size
+    recall(path, "retry", state_dir=state)
+    cache.live()
+    assert cache.bytes_read == read
+    size = path.stat().st_size
+    Memory(path).add("fact", "Grown by one line.")
+    recall(path, "grown", state_dir=state)
+    assert cache.bytes_read == read + path.stat().st_size - size
+
+
+_WORDS = ["retry", "mirror", "deploy", "cache", "zebra", "okapi", "backoff", "cluster"]
+
+
+@st.composite
+def _ops(draw: st.DrawFn) -> list[tuple[str, int, str]]:
+    n = draw(st.integers(1, 12))
+    ops = []
+    for _ in range(n):
+        op = draw(st.sampled_from(["add", "add", "forget", "supersede", "merge", "compact"]))
+        text = " ".join(draw(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4)))
+        ops.append((op, draw(st.integers(0, 50)), text))
+    return ops
+
+
+@settings(max_examples=25)
+@given(ops=_ops())
+def test_the_incremental_index_equals_a_rebuilt_one(ops: list[tuple[str, int, str]]) -> None:
+    """After random appends, forgets, supersessions, merges and compactions, the index
+    refreshed after each step holds exactly the rows of one built from scratch, and
+    recall answers the same through both."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        path, other = root / "m.jsonl", root / "other.jsonl"
+        mem = Memory.open(path)
+        live: list[str] = []
+        with TextIndex(path, root / "incremental.sqlite") as inc:
+            for op, n, text in ops:
+                if op == "add" or (op in {"forget", "supersede"} and not live):
+                    live.append(mem.add("fact", text).id)
+                elif op == "forget":
+                    mem.forget(live.pop(n % len(live)))
+                elif op == "supersede":
+                    live.append(mem.supersede(live.pop(n % len(live)), text).id)
+                elif op == "merge":
+                    src = Memory.open(other)
+                    src.add("lesson", text)
+                    merge_files(path, [other])
+                else:
+                    compact_file(path, quiet_seconds=0, horizon_days=0, grace_seconds=0)
+                inc.refresh()
+            with TextIndex(path, root / "rebuilt.sqlite") as fresh:
+                fresh.refresh()
+                assert inc.rows() == fresh.rows()
+                for word in _WORDS[:3]:
+                    assert [c[:2] for c in inc.candidates(word)] == [
+                        c[:2] for c in fresh.candidates(word)
+                    ]
+
+
+def test_cli_recall(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.jsonl"
+    ids = _fixture(path)
+    assert main(["recall", str(path), "retries", "--kind", "lesson", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {h["id"] for h in out} == {ids["mirror"], ids["limit"]}
+    assert set(out[0]) >= {"id", "kind", "text", "scope", "tags", "confidence", "score"}
+    assert main(["recall", str(path), "short", "--limit", "1"]) == 0
+    assert capsys.readouterr().out.startswith(ids["short"])
+    assert main(["recall", str(tmp_path / "missing.jsonl"), "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memsync: ")
+    assert "missing.jsonl" in err
+    assert err.count("\n") == 1
+    assert main(["recall", str(path), "x", "--limit", "0"]) == 2
