@@ -30,6 +30,7 @@ from memsync.core.timestamps import format_ts, parse_ts
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.hub import retired, set_retired
 from memsync.hubcompact import acknowledged_for
+from memsync.keycli import register as _register_key_commands  # issue 12
 from memsync.memfile import Memory, check_files, no_gc, now_us, prompt_of, view_of
 from memsync.merging import HandoffFilter, MergeResult, handoff, merge_files, merge_indexed
 from memsync.status import daemon_running, evaluate, read_status
@@ -613,6 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[_Parser]], None]] = []
+_EXTRA_COMMANDS.append(_register_key_commands)  # issue 12: memsync key ...
 
 
 def _setup_logging(verbose: int) -> None:
