@@ -295,6 +295,10 @@ class RemoteConfig(_Model):
     a changed key is still refused."""
     poll_seconds: float = Field(default=30.0, gt=0)
     """How often to look for other machines' writes (a folder's inotify never sees them)."""
+    # --- issue 12 (hub encryption): one key, see memsync/hubcodec.py ---
+    encrypt: bool = False
+    """Encrypt what this machine writes to the hub and decrypt what it reads (every machine
+    syncing through this remote must agree, and hold the key: `memsync key`)."""
 
     @field_validator("url")
     @classmethod
@@ -367,6 +371,9 @@ class Config(_Model):
     """Offsets, replica ids and status: a cache, safe to delete."""
     replica: _Name | None = None
     """This machine's replica id; None means one made up once and kept in `state_dir`."""
+    # --- issue 12 (hub encryption): one key, see memsync/keys.py ---
+    key_file: _Path | None = None
+    """The hub encryption keys (0600); None means `keys` in the config directory."""
     memory: Annotated[tuple[MemoryConfig, ...], BeforeValidator(_as_tuple)] = Field(
         default_factory=_default_memories, min_length=1
     )

@@ -35,6 +35,7 @@ from memsync.core.lines import Invalid, classify
 from memsync.core.timestamps import SECOND
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.hub import retired
+from memsync.hubcodec import PlainCodec, codec_for  # issue 12
 from memsync.hubcompact import acknowledged_for, compact_own_hub_file
 from memsync.memfile import Memory, now_us
 from memsync.status import (
@@ -273,6 +274,7 @@ class Daemon:
             transport=transport,
             replica=self.replica,
             state_dir=self.config.state_dir,
+            codec=self._codec(memory, remote),  # issue 12
         )
         self._validate(memory)
         assert self._status is not None
@@ -418,6 +420,7 @@ class Daemon:
                     state_dir=self.config.state_dir,
                     horizon=horizon,
                     acknowledged=ack,
+                    codec=self._codec(memory, name),  # issue 12
                 )
             except MemsyncError as exc:
                 logger.warning("%s <-> %s: hub file not compacted: %s", memory, name, exc)
@@ -426,6 +429,12 @@ class Daemon:
                 logger.info("%s <-> %s: hub file compacted, %d -> %d bytes", memory, name, *sizes)
         for rc in self.config.memory_remotes(mem):
             self._requests.add(memory, rc.name)
+
+    def _codec(self, memory: str, remote: str) -> PlainCodec | None:
+        """issue 12: the remote's codec (its key file read again at each pass, so that a
+        `memsync key import` or `rotate` needs no restart)."""
+        rc = next((r for r in self.config.remote if r.name == remote), None)
+        return None if rc is None else codec_for(rc, self.config, memory)
 
     def _retry_compaction(self, memory: str) -> None:
         if self._scheduler is None:

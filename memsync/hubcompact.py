@@ -11,8 +11,9 @@ from pathlib import Path
 from memsync.core.compaction import compact_lines
 from memsync.core.records import Record
 from memsync.hub import acknowledgement, covered_snapshot, marks_of, retired, snapshot_of
+from memsync.hubcodec import PlainCodec  # issue 12
 from memsync.index import DigestStore
-from memsync.memfile import header_line, now_us
+from memsync.memfile import now_us
 from memsync.sync import HUB_TAIL_BYTES, READ_BYTES, b64, complete_lines
 from memsync.syncstate import SyncState, hub_store_path, pass_lock, state_path
 from memsync.transports import Transport
@@ -59,12 +60,16 @@ def compact_own_hub_file(
     horizon: int,
     acknowledged: Callable[[Record], bool] | None,
     now: int | None = None,
+    codec: PlainCodec | None = None,
 ) -> tuple[int, int] | None:
     """Compact this replica's own file in the hub the same way as a local file (rules 15
     and 16): only we write it, so under the pass lock no line can arrive meanwhile; the new
     content replaces it atomically (posix-rename over SSH) with a new generation token in
     its header, so that peers notice and read it again. Returns the sizes before and after,
-    or None when there was nothing to compact or the file is not as we left it."""
+    or None when there was nothing to compact or the file is not as we left it.
+    `codec` (issue 12) is the remote's: an encrypted file is compacted as its plain records
+    and written back encrypted under the current key."""
+    codec = codec if codec is not None else PlainCodec(remote, memory)
     at = now_us() if now is None else now
     own = replica + ".jsonl"
     with pass_lock(state_dir, memory, remote):
@@ -82,13 +87,16 @@ def compact_own_hub_file(
         if not data.endswith(tail):
             return None
         lines, _ = complete_lines(data)
+        lines = codec.plain_lines(lines)  # issue 12: compacted as records, not ciphertext
         plan, bad = compact_lines(lines, now=at, horizon=horizon, acknowledged=acknowledged)
         if bad:
             # Only we write this file, and only whole valid records: a bad line here is the
             # rest of a write cut short, whose record was pushed again whole. Keep them.
             return None
         generation = _random.token_hex(8)
-        new = header_line(at, generation) + b"".join(r.raw + b"\n" for r in plan.keep)
+        new = codec.header(at, generation) + b"".join(  # issue 12
+            codec.encode_line(r.raw) + b"\n" for r in plan.keep
+        )
         if len(new) >= size:
             return None
         transport.replace(memory, own, new)
