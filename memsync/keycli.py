@@ -135,9 +135,7 @@ def _reencode_own_files(config: Config) -> list[tuple[str, bool]]:
             try:
                 with pass_lock(config.state_dir, mem.name, rc.name):
                     state = SyncState.load(state_path(config.state_dir, mem.name, rc.name))
-                    codec.prepare(
-                        transport, mem.name, replica + ".jsonl", state, config.state_dir
-                    )
+                    codec.prepare(transport, mem.name, replica + ".jsonl", state, config.state_dir)
                 out.append((f"{mem.name} <-> {rc.name}: own hub file under the new key", True))
             except MemsyncError as exc:
                 out.append((f"{mem.name} <-> {rc.name}: FAILED: {exc}", False))
