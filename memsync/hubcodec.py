@@ -41,6 +41,7 @@ from memsync.errors import MemsyncError
 from memsync.hubcrypto import SCHEME, LineCipher
 from memsync.keys import KeyFileError, Keyring, key_file_of, load_keyring
 from memsync.memfile import header_line, now_us
+from memsync.storage import atomic_replace
 from memsync.syncstate import SyncState, state_path
 from memsync.transports import Transport
 
@@ -239,7 +240,7 @@ class PlainCodec:
         state.pushed, state.peers = None, {}
         state.save(state_path(state_dir, memory, self.remote))
         marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        marker.write_text(self.identity + "\n", encoding="utf-8")
+        atomic_replace(marker, (self.identity + "\n").encode())
 
     def _reencoded(self, lines: list[bytes], current: str, where: str) -> tuple[bytes, int]:
         """Our own hub file's `lines` (written as `current`), written as this codec writes."""

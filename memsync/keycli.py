@@ -72,6 +72,8 @@ def cmd_key_import(args: argparse.Namespace) -> int:
     path = key_file_of(config)
     texts: list[str] = list(args.keys)
     if not texts:  # from stdin: a key on a command line lands in the shell's history
+        if sys.stdin.isatty():
+            print("memsync: paste the key (msk1-...), then Ctrl-D", file=sys.stderr)
         texts = [t for t in sys.stdin.read().split() if t]
     keys: list[bytes] = []
     for n, text in enumerate(texts, 1):
