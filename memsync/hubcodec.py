@@ -212,12 +212,15 @@ class PlainCodec:
         where = f"{self.remote}:{memory}/{own}"
         size = t.size(memory, own) or 0
         if size:
-            data = b""
-            while len(data) < size:
-                block = t.read(memory, own, len(data), min(_READ_BYTES, size - len(data)))
+            blocks: list[bytes] = []
+            done = 0
+            while done < size:  # a list, not bytes +=: that would copy the file per block
+                block = t.read(memory, own, done, min(_READ_BYTES, size - done))
                 if not block:
                     break
-                data += block
+                blocks.append(block)
+                done += len(block)
+            data = b"".join(blocks)
             lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
             try:
                 found = header_identity(lines[0]) if lines else None

@@ -351,3 +351,28 @@ def test_a_torn_encrypted_write_is_completed_without_duplicating(tmp_path: Path,
     again = run()
     assert again.ok
     assert again.pushed_bytes == 0
+
+
+def test_turning_encryption_off_rewrites_our_own_file_plain(
+    replicas: list[Replica], hub: Path
+) -> None:
+    """The way back: every machine sets encrypt = false (keeping its key file, which the
+    rewrite needs); each one's next sync rewrites its own hub file plain."""
+    a, b, _ = replicas
+    for r in (a, b):
+        r.memory().add("fact", f"Encrypted once, from {r.name}.")
+        r.sync()
+    a.sync()
+    for r in (a, b):
+        set_encrypt(r, False)
+    rc, err = _sync(a)  # b's file is still encrypted: refused, a's own file rewritten
+    assert rc == 1
+    assert "hub:notes/b.jsonl is encrypted" in err
+    assert b"Encrypted once, from a." in hub_file(hub, a).read_bytes()
+    b.sync()
+    a.memory().add("fact", "Plain again, from a.")
+    a.sync()
+    b.sync()
+    assert_converged([a, b])
+    for name in ("a", "b"):
+        assert "encryption" not in json.loads(hub_file(hub, name).read_bytes().splitlines()[0])
