@@ -251,7 +251,7 @@ class PlainCodec:
         out = [self.header(now_us(), _random.token_hex(8))]
         dropped = 0
         for raw in lines:
-            if not raw.strip() or header_identity_safe(raw) is not None:
+            if not raw.strip() or _header_identity_or_unknown(raw) is not None:
                 continue
             plain = raw if reader is None else reader.decrypt(raw)
             if plain is None:
@@ -263,7 +263,7 @@ class PlainCodec:
         return b"".join(out), dropped
 
 
-def header_identity_safe(raw: bytes) -> str | None:
+def _header_identity_or_unknown(raw: bytes) -> str | None:
     """`header_identity`, with an unknown scheme counted as a header too."""
     try:
         return header_identity(raw)
@@ -333,7 +333,7 @@ class EncryptedCodec(PlainCodec):
         run: list[bytes] = []
         start = first_line
         for n, raw in enumerate(lines, first_line):
-            if not raw.strip() or (raw.startswith(_HEAD) and header_identity_safe(raw)):
+            if not raw.strip() or (raw.startswith(_HEAD) and _header_identity_or_unknown(raw)):
                 run.append(raw)  # a blank line or a header: nothing to decrypt or merge
                 continue
             plain = self._decrypt(raw)

@@ -18,6 +18,10 @@ replica writes only its own. A pass:
 
 State (offsets, tails, the digests of what the hub holds) is a cache in the state
 directory: deleting it costs a full re-read, never a lost or duplicated record.
+
+Hub lines go through the remote's codec (memsync.hubcodec, issue 12): as they are, or
+encrypted with `encrypt = true`. Offsets, tails and generation tokens are about hub bytes;
+merging and the digests of what the hub holds are about the plain records.
 """
 
 from __future__ import annotations
