@@ -333,6 +333,10 @@ class RemoteConfig(_Model):
     else boto3's standard chain (environment, default profile, instance role)."""
     poll_seconds: float = Field(default=30.0, gt=0, le=_DAY, allow_inf_nan=False)
     """How often to look for other machines' writes (a folder's inotify never sees them)."""
+    # --- issue 12 (hub encryption): one key, see memsync/hubcodec.py ---
+    encrypt: bool = False
+    """Encrypt what this machine writes to the hub and decrypt what it reads (every machine
+    syncing through this remote must agree, and hold the key: `memsync key`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -436,6 +440,9 @@ class Config(_Model):
     """Offsets, replica ids and status: a cache, safe to delete."""
     replica: _Name | None = None
     """This machine's replica id; None means one made up once and kept in `state_dir`."""
+    # --- issue 12 (hub encryption): one key, see memsync/keys.py ---
+    key_file: _Path | None = None
+    """The hub encryption keys (0600); None means `keys` in the config directory."""
     memory: Annotated[tuple[MemoryConfig, ...], BeforeValidator(_as_tuple)] = Field(
         default_factory=_default_memories, min_length=1
     )

@@ -4,13 +4,18 @@ itself takes ready-made objects and never sees the config."""
 
 from __future__ import annotations
 
-from memsync.config import Config, RemoteConfig
+from pathlib import Path
+
+from memsync.config import Config, RemoteConfig, default_config_path
+from memsync.errors import KeyFileError
+from memsync.hub.codec import EncryptedCodec, FailingCodec, PlainCodec
+from memsync.hub.keys import KEY_FILE_NAME, load_keyring
 from memsync.hub.state import resolve_replica
 from memsync.hub.sync import SyncReport, sync_once
 from memsync.hub.transports import Transport, open_transport
 from memsync.local.memory import Memory
 
-__all__ = ["open_remote", "sync_config"]
+__all__ = ["codec_for", "key_file_of", "open_remote", "sync_config"]
 
 
 def open_remote(remote: RemoteConfig) -> Transport:
@@ -66,6 +71,7 @@ def sync_config(
                         replica=replica,
                         state_dir=config.state_dir,
                         now=now,
+                        codec=codec_for(rc, config, mem.name),  # issue 12
                     )
                 )
     finally:
@@ -73,3 +79,23 @@ def sync_config(
             for t in pool.values():
                 t.close()
     return reports
+
+
+def key_file_of(config: Config | None) -> Path:
+    """Where the keys of `config` are: its `key_file`, else `keys` in the config directory
+    (`$MEMSYNC_CONFIG`'s folder, `$XDG_CONFIG_HOME/memsync`, or `~/.config/memsync`)."""
+    if config is not None and config.key_file is not None:
+        return config.key_file
+    return default_config_path().parent / KEY_FILE_NAME
+
+
+def codec_for(remote: RemoteConfig, config: Config, memory: str) -> PlainCodec:
+    """The codec of a memory on a configured remote. Never raises: a remote with
+    `encrypt = true` and no usable key file gets a `FailingCodec` saying so."""
+    key_file = key_file_of(config)
+    if not remote.encrypt:
+        return PlainCodec(remote.name, memory, key_file)
+    try:
+        return EncryptedCodec(remote.name, memory, load_keyring(key_file))
+    except KeyFileError as exc:
+        return FailingCodec(remote.name, memory, f"encrypt = true for {remote.name}, but {exc}")

@@ -28,9 +28,10 @@ from typing import Any
 from memsync import _systemd
 from memsync._watch import watch_jsonl
 from memsync.config import Config, RemoteConfig, load_config
-from memsync.configured import open_remote
+from memsync.configured import codec_for, open_remote
 from memsync.core.timestamps import SECOND
 from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
+from memsync.hub.codec import PlainCodec
 from memsync.hub.compaction import compact_memory
 from memsync.hub.state import resolve_replica, retired
 from memsync.hub.sync import sync_once
@@ -245,6 +246,7 @@ class Daemon:
             transport=transport,
             replica=self.replica,
             state_dir=self.config.state_dir,
+            codec=self._codec(memory, remote),  # issue 12
         )
         self._validate(memory)
         assert self._status is not None
@@ -325,6 +327,7 @@ class Daemon:
                 replica=self.replica,
                 state_dir=self.config.state_dir,
                 transports=self._transports,
+                codecs={name: self._codec(memory, name) for name in remotes},
                 horizon_days=cc.tombstone_horizon_days,
                 quiet_seconds=cc.quiet_seconds,
             )
@@ -349,6 +352,12 @@ class Daemon:
                 logger.info("%s <-> %s: hub file compacted, %d -> %d bytes", memory, name, *sizes)
         for rc in self.config.memory_remotes(mem):
             self._requests.add(memory, rc.name)
+
+    def _codec(self, memory: str, remote: str) -> PlainCodec:
+        """The remote's hub codec (issue 12), its key file read again at each pass, so that
+        a `memsync key import` or `rotate` needs no restart."""
+        rc = next((r for r in self.config.remote if r.name == remote), None)
+        return PlainCodec(remote, memory) if rc is None else codec_for(rc, self.config, memory)
 
     def _retry_compaction(self, memory: str) -> None:
         if self._scheduler is None:

@@ -16,6 +16,8 @@ remote that cannot be reached.
      ├── FileReplaced (OSError)             a merge target kept being replaced: file, during
      ├── ReplicaClash                       our hub file holds bytes we did not write
      ├── DaemonAlreadyRunning               another daemon holds the state directory
+     ├── KeyFileError                       a hub key file is missing or holds no key
+     ├── HubKeyMismatch                     a hub file is in another mode or under another key
      └── TransportError (OSError)           a remote failed: message, host, path
           ├── TransportTimeout              ... did not answer in time
           └── HostKeyError                  ... its SSH host key is unknown or changed
@@ -28,7 +30,9 @@ __all__ = [
     "DaemonAlreadyRunning",
     "FileReplaced",
     "HostKeyError",
+    "HubKeyMismatch",
     "InvalidRecord",
+    "KeyFileError",
     "LockTimeout",
     "MemsyncError",
     "NotQuiet",
@@ -157,3 +161,13 @@ class TransportTimeout(TransportError, TimeoutError):
 
 class HostKeyError(TransportError):
     """An SSH host key is unknown or changed; the message names the host and fingerprint."""
+
+
+class KeyFileError(MemsyncError):
+    """A hub key file that is missing, unreadable or holds something that is not a key
+    (issue 12)."""
+
+
+class HubKeyMismatch(MemsyncError):
+    """A hub file is not in this machine's mode (plain or encrypted), or is encrypted under
+    a key this machine lacks (issue 12)."""

@@ -82,6 +82,7 @@ def test_example_loads_with_expected_values() -> None:
     assert vm.known_hosts == HOME / ".ssh/known_hosts"
     assert vm.accept_new_host_key is False
     assert vm.poll_seconds == 60
+    assert (nas.encrypt, vm.encrypt) == (False, True)  # issue 12
     assert config.compaction == CompactionConfig(
         schedule="17 3 * * *", quiet_seconds=60, tombstone_horizon_days=90
     )
@@ -110,7 +111,12 @@ def test_display_dict_is_json_and_validates_again() -> None:
     assert shown["memory"][1]["remotes"] == ["nas", "vm", "team"]
     assert "identity_file" not in shown["remote"][2]
     assert "endpoint_url" not in shown["remote"][1]
-    assert shown["remote"][0] == {"name": "nas", "url": "/mnt/nas/memsync", "poll_seconds": 30.0}
+    assert shown["remote"][0] == {
+        "name": "nas",
+        "url": "/mnt/nas/memsync",
+        "poll_seconds": 30.0,
+        "encrypt": False,  # issue 12
+    }
     assert shown["remote"][1]["identity_file"] == str(HOME / ".ssh/id_ed25519")
     assert shown["state_dir"] == str(HOME / ".local/state/memsync")
     again = Config.model_validate(shown)

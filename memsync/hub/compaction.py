@@ -30,12 +30,13 @@ from memsync.core.watermarks import (
     snapshot_of,
 )
 from memsync.errors import MemsyncError
+from memsync.hub.codec import PlainCodec
 from memsync.hub.state import SyncState, hub_store_path, pass_lock, retired, state_path
 from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64
 from memsync.hub.transports import Transport
 from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
 from memsync.local.fileindex import DigestStore
-from memsync.local.fresh import header_line, now_us
+from memsync.local.fresh import now_us
 
 __all__ = ["MemoryCompaction", "acknowledged_for", "compact_memory", "compact_own_hub_file"]
 
@@ -109,6 +110,7 @@ def compact_memory(
     replica: str = "",
     state_dir: Path | None = None,
     transports: Mapping[str, Transport] | None = None,
+    codecs: Mapping[str, PlainCodec] | None = None,
     now: int | None = None,
     horizon_days: float = DEFAULT_HORIZON_DAYS,
     quiet_seconds: float = DEFAULT_QUIET_SECONDS,
@@ -118,7 +120,9 @@ def compact_memory(
     """Compact one memory (rules 15 and 16): the local file `path`, keeping every tombstone
     some replica of `remotes` has not read yet, then this replica's own file in each hub
     whose transport is given (`transports`: the daemon's open connections; the command
-    line passes none and compacts only the local file).
+    line passes none and compacts only the local file). `codecs` are the remotes' hub
+    codecs (issue 12: an encrypted hub file is compacted as records, written back
+    encrypted); a remote without one is plain.
 
     Raises:
         NotQuiet: the local file is busy (nothing was done; try again later).
@@ -154,6 +158,7 @@ def compact_memory(
                     horizon=horizon,
                     acknowledged=ack,
                     now=now,
+                    codec=(codecs or {}).get(name),
                 )
             except MemsyncError as exc:
                 done.hub_errors[name] = exc
@@ -170,12 +175,16 @@ def compact_own_hub_file(
     horizon: int,
     acknowledged: Callable[[Record], bool] | None,
     now: int | None = None,
+    codec: PlainCodec | None = None,
 ) -> tuple[int, int] | None:
     """Compact this replica's own file in the hub the same way as a local file (rules 15
     and 16): only we write it, so under the pass lock no line can arrive meanwhile; the new
     content replaces it atomically (posix-rename over SSH) with a new generation token in
     its header, so that peers notice and read it again. Returns the sizes before and after,
-    or None when there was nothing to compact or the file is not as we left it."""
+    or None when there was nothing to compact or the file is not as we left it.
+    `codec` (issue 12) is the remote's: an encrypted file is compacted as its plain records
+    and written back encrypted under the current key."""
+    codec = codec if codec is not None else PlainCodec(remote, memory)
     at = now_us() if now is None else now
     own = replica + ".jsonl"
     with pass_lock(state_dir, memory, remote):
@@ -193,6 +202,7 @@ def compact_own_hub_file(
         if not data.endswith(tail):
             return None
         lines, _ = split_complete(data)
+        lines = codec.plain_lines(lines)  # issue 12: compacted as records, not ciphertext
         survey = Survey()
         survey.fold(lines)
         acked = acknowledged_lines(survey, at, horizon, acknowledged)
@@ -203,7 +213,9 @@ def compact_own_hub_file(
             # rest of a write cut short, whose record was pushed again whole. Keep them.
             return None
         generation = _random.token_hex(8)
-        new = header_line(at, generation) + b"".join(r.raw + b"\n" for r in plan.keep)
+        new = codec.header(at, generation) + b"".join(
+            codec.encode_line(r.raw) + b"\n" for r in plan.keep
+        )
         if len(new) >= size:
             fragmented = getattr(transport, "fragmented", None)  # S3Transport's
             if fragmented is None or not fragmented(memory, own):

@@ -18,6 +18,10 @@ replica writes only its own. A pass:
 
 State (offsets, tails, the digests of what the hub holds) is a cache in the state
 directory: deleting it costs a full re-read, never a lost or duplicated record.
+
+Hub lines go through the remote's codec (memsync.hubcodec, issue 12): as they are, or
+encrypted with `encrypt = true`. Offsets, tails and generation tokens are about hub bytes;
+merging and the digests of what the hub holds are about the plain records.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ import base64
 import json
 import secrets as _random
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,7 @@ from memsync.core.watermarks import (
     snapshot_of,
 )
 from memsync.errors import MemsyncError, ReplicaClash, TransportError
+from memsync.hub.codec import PlainCodec
 from memsync.hub.state import (
     SNAPSHOTS,
     PeerState,
@@ -55,7 +59,7 @@ from memsync.hub.state import (
 )
 from memsync.hub.transports import RemoteFile, Transport
 from memsync.local.fileindex import Cursor, DigestStore, FileIndex, cursor_at, cursor_valid
-from memsync.local.fresh import header_line, now_us
+from memsync.local.fresh import now_us
 from memsync.local.merge import index_path, merge_chunks
 from memsync.local.storage import read_chunks
 
@@ -144,8 +148,11 @@ class _Pass:
         replica: str,
         state_dir: Path,
         now: int,
+        codec: PlainCodec | None = None,
     ) -> None:
         self.memory, self.local, self.remote = memory, local, remote
+        # issue 12: hub lines <-> local lines (memsync.hubcodec); plain unless encrypt = true
+        self.codec = codec if codec is not None else PlainCodec(remote, memory)
         self.t, self.replica, self.now = transport, replica, now
         self.state_path = state_path(state_dir, memory, remote)
         self.state = SyncState.load(self.state_path)
@@ -197,7 +204,9 @@ class _Pass:
             lines, state = self._read_new(f.name, f.size, state)
             self.report.peers += f.name != self.own
             if lines:
-                chunks.append((self.where(f.name), state.line - len(lines), lines))
+                # issue 12: decrypted (checked: mode, key, authentication) before any merge
+                where = self.where(f.name)
+                chunks += self.codec.decode(where, state.line - len(lines), lines, self.report.bad)
             state.seen = (f.size, f.mtime)
             state.hub_generation = f.generation
             merged[peer] = state
@@ -213,7 +222,7 @@ class _Pass:
             result = merge_chunks(self.index, chunks, now=self.now)
             self.report.pulled_records += result.appended
             self.report.held = result.held
-            self.report.bad = result.bad
+            self.report.bad += result.bad
             self.report.twins = len(result.twins)
             self.hub.add((line_digest(raw) for _, _, lines in chunks for raw in lines), self.now)
         for peer, state in merged.items():
@@ -335,16 +344,18 @@ class _Pass:
             expected = self._write(size, b"\n")
             # Now a complete line of the hub: when the cut fell just before its "\n" it is
             # a whole record, and pushing that record again would duplicate it.
-            self.hub.add([line_digest(torn)], self.now)
+            self.hub.add(map(line_digest, self.codec.plain_lines([torn])), self.now)  # issue 12
         data, count, cursor = self._outgoing()
+        header = b""
         if data and expected == 0:
             gen = _random.token_hex(8)
-            data = header_line(self.now, gen) + data
+            header = self.codec.header(self.now, gen)  # issue 12: names scheme and key id
             self.state.own_generation = gen
-        # A transport may ask for larger writes (S3: one object per write, so fewer).
+        # The codec encrypts (or not) and splits on line boundaries (issue 12); a transport
+        # may ask for larger writes (S3: one object per write, so fewer).
         limit = int(getattr(self.t, "push_chunk_bytes", PUSH_CHUNK_BYTES))
-        for chunk in _line_chunks(data, limit):
-            expected = self._write(expected, chunk)
+        for chunk, plain in self.codec.chunks(header, data, limit):
+            expected = self._write(expected, chunk, plain)
         self.report.pushed_records += count
         if cursor is not None:
             self.state.pushed = asdict(cursor) | {"tail": cursor.tail.hex()}
@@ -372,6 +383,7 @@ class _Pass:
             # of our local records), or someone else's (a clash).
             extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
             lines, end = split_complete(extra)
+            lines = self.codec.plain_lines(lines)  # issue 12: judged as records, not ciphertext
             # Only valid records tell whose bytes these are: a header is not one, nor is a
             # torn line of ours that a pass whose answer was lost terminated. A record went
             # out without the "\r" of a CRLF local line: either form is ours.
@@ -411,16 +423,18 @@ class _Pass:
             "remote is stopped until then."
         )
 
-    def _write(self, offset: int, chunk: bytes) -> int:
+    def _write(self, offset: int, chunk: bytes, plain: list[bytes] | None = None) -> int:
         """Write whole lines at exactly `offset` of our hub file; record that they are
-        ours and that the hub holds them before anything else can fail."""
+        ours and that the hub holds them (`plain`: their local lines, when they differ
+        from the hub's) before anything else can fail."""
         new_size = self.t.write_at(self.memory, self.own, offset, chunk)
         if new_size != offset + len(chunk):
             raise TransportError(
                 f"{self.where(self.own)}: wrote {len(chunk)} bytes at {offset} but the file "
                 f"is {new_size} bytes; it will be checked again on the next pass"
             )
-        self.hub.add(map(line_digest, chunk.split(b"\n")[:-1]), self.now)
+        lines = chunk.split(b"\n")[:-1] if plain is None else plain  # issue 12
+        self.hub.add(map(line_digest, lines), self.now)
         tail = base64.b64decode(self.state.own_tail) + chunk
         self.state.own_size, self.state.own_tail = new_size, b64(tail[-HUB_TAIL_BYTES:])
         self.state.save(self.state_path)  # a crash now must not forget these bytes are ours
@@ -487,18 +501,6 @@ def _is_record(raw: bytes) -> bool:
         return False
 
 
-def _line_chunks(data: bytes, limit: int) -> Iterator[bytes]:
-    """Split whole lines into chunks of at most `limit` bytes (a longer line alone), so
-    that no write splits a line (rule 13)."""
-    start = 0
-    while start < len(data):
-        end = data.rfind(b"\n", start, start + limit) + 1
-        if end <= start:
-            end = data.index(b"\n", start) + 1
-        yield data[start:end]
-        start = end
-
-
 def sync_once(
     *,
     memory: str,
@@ -509,6 +511,7 @@ def sync_once(
     state_dir: Path,
     now: int | None = None,
     push: bool = True,
+    codec: PlainCodec | None = None,
 ) -> SyncReport:
     """One pass of pull, merge and push for one memory and one remote.
 
@@ -524,9 +527,11 @@ def sync_once(
         replica=replica,
         state_dir=state_dir,
         now=now_us() if now is None else now,
+        codec=codec,
     )
     try:
         with pass_lock(state_dir, memory, remote):
+            p.codec.prepare(p.t, memory, p.own, p.state, state_dir)  # issue 12: mode/key change
             p.pull()
             p.state.save(p.state_path)
             if push:
