@@ -24,8 +24,10 @@ nothing (idempotence). The seed is in every failure message.
 
 from __future__ import annotations
 
+import collections
 import json
 import random
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -496,7 +498,8 @@ def check(sim: Sim) -> None:
     for (_, fname), data in _hub_bytes(sim).items():
         if fname.endswith(".jsonl"):
             records = [raw for raw in data.split(b"\n")[:-1] if type(classify(raw)) is Record]
-            assert len(records) == len(set(records)), f"{where}: a line twice in hub {fname}"
+            twice = [raw for raw, n in collections.Counter(records).items() if n > 1]
+            assert not twice, f"{where}: in hub {fname}, twice: {twice}\n" + "\n".join(sim.log)
     # Idempotence: one more round moves nothing and writes nothing to the hub files.
     before = {k: v for k, v in _hub_bytes(sim).items() if k[1].endswith(".jsonl")}
     locals_before = {n: sim.path(n).read_bytes() for n in sim.names}
@@ -589,3 +592,28 @@ def test_a_crash_right_after_compacting_our_hub_file_is_no_clash(tmp_path: Path,
         assert report is not None
         assert report.ok, f"{name}: {report.error}"
     assert added.id in {r.id for r in view_of([sim.path("b")]).records}
+
+
+def test_a_lost_state_with_a_stale_listing_pushes_nothing_twice(tmp_path: Path) -> None:
+    """Found by the campaign (a state directory lost, then a listing from an attribute
+    cache): the pass re-learns what our hub file holds by reading it up to the size the
+    listing gives, then adopts the file at its real, larger size; the lines in between
+    must count as held, not be pushed again."""
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    sim = Sim(0, tmp_path, random.Random(0), ["a"], {"a": 0})
+    mem = Memory.open(sim.path("a"), now=sim.now("a"))
+    mem.add("fact", "First.", now=sim.now("a"))
+    for _ in range(2):  # the second pass lists a.jsonl holding "First." only
+        assert (report := sim.sync("a")) is not None
+        assert report.ok
+    mem.add("fact", "Second.", now=sim.now("a"))
+    assert (report := sim.sync("a")) is not None
+    assert report.ok
+    assert report.pushed_records == 1
+    shutil.rmtree(sim.state("a"))  # a cache: losing it must cost a re-read, nothing more
+    assert (report := sim.sync("a", Fault("stale-listing", 2))) is not None
+    assert report.ok, report.error
+    assert sim.transport("a").fired == 1
+    data = bytes(sim.hub.files[(MEMORY, "a.jsonl")])
+    records = [raw for raw in data.split(b"\n")[:-1] if type(classify(raw)) is Record]
+    assert len(records) == len(set(records)) == 2, data.decode()
