@@ -13,6 +13,7 @@ replica's own hub file, and faults injected by a wrapper around the transport:
 - a duplicated delivery: the k-th write lands twice;
 - a stale listing: the listing of a pass is the one an earlier pass saw (sizes and times
   from the past, as an attribute cache gives them), so reads disagree with it;
+- a lost state directory (a cache: it must cost a re-read, nothing more);
 - clock skew: every replica has its own clock offset, passed as `now` everywhere.
 
 After the schedule, a heal (fault-free rounds of passes by everyone, in a seeded order)
@@ -278,7 +279,10 @@ def _write(sim: Sim, name: str) -> None:
     rng = sim.rng
     mem = Memory(sim.path(name))
     now = sim.now(name)
-    live = [r for r in view_of([sim.path(name)], now).records if not r.deleted]
+    # The live records in the order the run made them (ids are random: an order by id
+    # would make the schedule depend on them, not on the seed alone).
+    view = {r.id: r for r in view_of([sim.path(name)], now).records}
+    live = [view[rid] for rid in sim.adds if rid in view]
     roll = rng.random()
     if live and roll < 0.15:
         rid = rng.choice(live).id
@@ -405,6 +409,11 @@ def _step(sim: Sim, faults: tuple[str, ...]) -> None:
     sim.time += rng.choice((SECOND, 7 * SECOND, 90 * SECOND, 3600 * SECOND))
     if roll < 0.45:
         _write(sim, name)
+    elif roll < 0.47 and faults:
+        # The state directory is a cache: losing it must cost a re-read, nothing more.
+        shutil.rmtree(sim.state(name), ignore_errors=True)
+        sim.faults += 1
+        sim.log.append(f"{name} loses its state directory")
     elif roll < 0.9:
         fault = None
         if faults and rng.random() < 0.35:
@@ -457,7 +466,7 @@ def run(
         Memory.open(sim.path(name), now=sim.now(name))
     for _ in range(steps):
         step(sim, faults)
-    sim.faults = sum(t.fired for t in sim.views.values())
+    sim.faults += sum(t.fired for t in sim.views.values())
     _heal(sim)
     check(sim)
     return sim
@@ -617,3 +626,70 @@ def test_a_lost_state_with_a_stale_listing_pushes_nothing_twice(tmp_path: Path) 
     data = bytes(sim.hub.files[(MEMORY, "a.jsonl")])
     records = [raw for raw in data.split(b"\n")[:-1] if type(classify(raw)) is Record]
     assert len(records) == len(set(records)) == 2, data.decode()
+
+
+RESURRECTION = (
+    "a tombstone dropped by compaction once every replica read it; then a peer's hub file "
+    "that still holds the entry (its owner never held the tombstone there) is read again "
+    "from the start (rewritten by its owner's compaction, a stale listing, a lost state) "
+    "and the entry is merged back: the id lives again on this replica only"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=RESURRECTION)
+def test_a_peer_hub_file_rewritten_after_a_tombstone_went_brings_nothing_back(
+    tmp_path: Path,
+) -> None:
+    """Found by the campaign (seed 3 over 80 steps), here without any fault: `a` adds X,
+    `b` forgets it; both read everything; past the horizon `b` compacts its file (the
+    tombstone and X go, acknowledged by `a`); then `a` compacts its own hub file, which
+    keeps X's entry (the tombstone is in `b`'s hub file, not `a`'s); `b` reads the
+    rewritten file from the start and merges X back."""
+    sim = Sim(0, tmp_path, random.Random(0), ["a", "b"], {"a": 0, "b": 0})
+    a = Memory.open(sim.path("a"), now=sim.now("a"))
+    b = Memory.open(sim.path("b"), now=sim.now("b"))
+    x = a.add("fact", "Doomed.", now=sim.now("a")).id
+    y = a.add("fact", "Forgotten by its writer.", now=sim.now("a")).id  # a's hub file shrinks
+
+    def sync(name: str) -> None:
+        sim.time += SECOND
+        report = sim.sync(name)
+        assert report is not None
+        assert report.ok, report.error
+
+    for name in "ab":
+        sync(name)
+    b.forget(x, now=sim.now("b"))
+    a.forget(y, now=sim.now("a"))
+    for name in "abab":
+        sync(name)
+    sim.time += 3600 * SECOND  # past the horizon
+    dropped = compact_file(
+        sim.path("b"),
+        now=sim.now("b"),
+        horizon_days=HORIZON_DAYS,
+        quiet_seconds=0,
+        grace_seconds=0,
+        acknowledged=acknowledged_for(sim.state("b"), MEMORY, [REMOTE], "b"),
+    ).dropped
+    assert dropped.get("old tombstone") == 2  # x's and y's: a read both
+    sizes = compact_own_hub_file(
+        memory=MEMORY,
+        remote=REMOTE,
+        transport=sim.transport("a"),
+        replica="a",
+        state_dir=sim.state("a"),
+        horizon=round(HORIZON_DAYS * 86_400 * SECOND),
+        acknowledged=acknowledged_for(sim.state("a"), MEMORY, [REMOTE], "a"),
+        now=sim.now("a"),
+    )
+    assert sizes is not None
+    sync("b")
+    assert x not in {r.id for r in view_of([sim.path("a")]).records}
+    assert x not in {r.id for r in view_of([sim.path("b")]).records}, "x came back on b"
+
+
+@pytest.mark.xfail(strict=True, reason=RESURRECTION)
+def test_simulation_long_run(tmp_path: Path) -> None:
+    """Seed 3 over 80 steps: the campaign's own finding of the resurrection above."""
+    run(3, tmp_path, steps=80)
