@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 
 from memsync.memfile import Memory, view_of
+from tests.sshd import SshdServer, kill_sessions
 from tests.test_daemon import (
     MEMORY,
     Cluster,
     Node,
+    Remote,
     duplicates,
     memsync,
     record_lines,
@@ -73,12 +75,28 @@ class Writer(threading.Thread):
                         self.failures.append(done.stderr)
 
 
+@pytest.mark.parametrize(
+    "c_reaches_the_hub",
+    ["through the folder", pytest.param("over ssh", marks=pytest.mark.integration)],
+)
 def test_three_daemons_writers_and_a_kill_9_converge_with_nothing_lost(
-    campaign: Cluster,
+    campaign: Cluster, request: pytest.FixtureRequest, c_reaches_the_hub: str
 ) -> None:
+    """With "over ssh", c reaches the same hub folder through a real sshd, whose sessions
+    are also killed once mid-way."""
     started = time.monotonic()
     hub = campaign.hub()
-    nodes = [campaign.folder_node(name, hub, reconcile_seconds=2.0) for name in ("a", "b", "c")]
+    server: SshdServer | None = None
+    if c_reaches_the_hub == "over ssh":
+        server = request.getfixturevalue("sshd_server")
+        assert isinstance(server, SshdServer)
+    nodes = [campaign.folder_node(name, hub, reconcile_seconds=2.0) for name in ("a", "b")]
+    if server is None:
+        nodes.append(campaign.folder_node("c", hub, reconcile_seconds=2.0))
+    else:
+        url = f"ssh://{server.user}@{server.host}:{server.port}{hub}"
+        remote = Remote("hub", url, identity_file=server.client_key, known_hosts=server.known_hosts)
+        nodes.append(campaign.node("c", [remote], reconcile_seconds=2.0))
     for node in nodes:
         Memory.open(node.memory)
     start_all(*nodes)
@@ -94,6 +112,9 @@ def test_three_daemons_writers_and_a_kill_9_converge_with_nothing_lost(
     assert victim.proc is not None
     assert victim.proc.wait(timeout=10) == -signal.SIGKILL
     victim.start()  # while the writers go on
+    if server is not None:
+        wait_for(lambda: len(writers[2].added) >= 4, "c's writer to be half-way", timeout=30)
+        kill_sessions(server)  # c's connection dies; its daemon must reconnect
     for w in writers:
         w.join(timeout=60)
         assert not w.is_alive(), f"{w.name} did not finish"
