@@ -129,6 +129,19 @@ def json_texts(draw: st.DrawFn, depth: int = 0) -> str:
 
 
 @st.composite
+def odd_headers(draw: st.DrawFn) -> bytes:
+    """A header line whose format is odd: a newline, an escape sequence, a number..."""
+    roll = draw(st.integers(0, 3))
+    if roll == 0:
+        value = draw(st.sampled_from(('"agent-memory/1.0\\nforged"', '"\\u001b]0;x\\u0007"')))
+    elif roll == 1:
+        value = '"' + "agent-memory/" * 500 + '"'
+    else:
+        value = _odd_scalar(draw)
+    return _encode('{"format": ' + value + ', "created_at": "' + STAMP + '"}')
+
+
+@st.composite
 def odd_records(draw: st.DrawFn) -> str:
     """A valid record with one or two fields made odd (or repeated, or deeply nested)."""
     obj = {
@@ -188,7 +201,13 @@ def fuzzed_lines(draw: st.DrawFn) -> bytes:
 def fuzzed_files(draw: st.DrawFn) -> bytes:
     """A file: maybe a header (ours, or another's), fuzzed lines, maybe a torn last line."""
     lines = draw(st.lists(fuzzed_lines(), min_size=1, max_size=12))
-    head = draw(st.sampled_from((HEADER.rstrip(b"\n"), b"", b'{"format": "agent-memory/9.0"}')))
+    head = draw(
+        st.one_of(
+            st.sampled_from((HEADER.rstrip(b"\n"), b"", b'{"format": "agent-memory/9.0"}')),
+            # A header with an odd format: refused, in one line whatever it holds.
+            odd_headers(),
+        )
+    )
     data = b"\n".join(([head] if head else []) + lines) + b"\n"
     if draw(st.booleans()):
         data += draw(st.binary(max_size=40)).replace(b"\n", b"")  # a write in progress
