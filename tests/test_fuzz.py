@@ -44,7 +44,13 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=_HEALTH,
 )
-"""For the cheap readers (pure functions, one small file)."""
+"""For `classify` alone: a pure function."""
+FUZZ_FILES = settings(
+    max_examples=100 if CI else 40,
+    deadline=None,
+    suppress_health_check=_HEALTH,
+)
+"""For the readers of one small file (the view, check, the prompt)."""
 FUZZ_SLOW = settings(
     max_examples=60 if CI else 25,
     deadline=None,
@@ -304,7 +310,7 @@ def test_classify_takes_any_line(raw: bytes) -> None:
 # --- the view, check, show ---------------------------------------------------------------
 
 
-@FUZZ
+@FUZZ_FILES
 @given(data=fuzzed_files())
 def test_view_and_check_report_every_bad_line_and_keep_the_good(
     tmp_path: Path, data: bytes
