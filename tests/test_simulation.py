@@ -14,7 +14,8 @@ replica's own hub file, and faults injected by a wrapper around the transport:
 - a stale listing: the listing of a pass is the one an earlier pass saw (sizes and times
   from the past, as an attribute cache gives them), so reads disagree with it;
 - a lost state directory (a cache: it must cost a re-read, nothing more);
-- clock skew: every replica has its own clock offset, passed as `now` everywhere.
+- clock skew: every replica has its own clock offset, passed as `now` everywhere, and
+  clocks now and then step back.
 
 After the schedule, a heal (fault-free rounds of passes by everyone, in a seeded order)
 must bring every replica to the same view, and that view must be the view of every line
@@ -415,6 +416,11 @@ def _step(sim: Sim, faults: tuple[str, ...]) -> None:
         shutil.rmtree(sim.state(name), ignore_errors=True)
         sim.faults += 1
         sim.log.append(f"{name} loses its state directory")
+    elif roll < 0.49 and faults:
+        # A clock stepped back (an NTP correction, a VM restored): up to an hour.
+        sim.skew[name] -= rng.choice((1, 60, 3600)) * SECOND
+        sim.faults += 1
+        sim.log.append(f"{name}'s clock steps back: skew {sim.skew[name] // SECOND} s")
     elif roll < 0.9:
         fault = None
         if faults and rng.random() < 0.35:
@@ -698,6 +704,7 @@ def test_a_peer_hub_file_rewritten_after_a_tombstone_went_brings_nothing_back(
 
 @pytest.mark.xfail(strict=True, reason=RESURRECTION)
 def test_simulation_long_run(tmp_path: Path) -> None:
-    """Seed 3 over 120 steps (3 seeds of the first 30 fail so): the campaign's own finding
-    of the resurrection above."""
-    run(3, tmp_path, steps=120)
+    """Seed 1 over 120 steps (of seeds 0 to 29, the one that fails so): the campaign's own
+    finding of the resurrection above. A change to the schedule changes which seed that
+    is: look for one again (the seeds of `test_simulation` are shorter and all pass)."""
+    run(1, tmp_path, steps=120)
