@@ -169,6 +169,7 @@ class _Pass:
         self.report = SyncReport(memory, remote)
         self._last_tail = b""
         self._own_listed: str | None = None  # our file's generation in this pass's listing
+        self._own_read = 0  # how far the pull read our own hub file (when it had to)
 
     def close(self) -> None:
         self.hub.close()
@@ -202,6 +203,8 @@ class _Pass:
                 )
             state = self._checked(f, self.state.peers.get(peer))
             lines, state = self._read_new(f.name, f.size, state)
+            if f.name == self.own:
+                self._own_read = state.offset
             self.report.peers += f.name != self.own
             if lines:
                 # issue 12: decrypted (checked: mode, key, authentication) before any merge
@@ -365,8 +368,10 @@ class _Pass:
         st = self.state
         if st.own_size is None:
             # Nothing known (a new state directory): what is there is ours, and was read
-            # by the pull like any peer file.
+            # by the pull like any peer file, up to the size its listing gave. A listing
+            # can be older than the file (an attribute cache): the hub holds the rest too.
             st.own_size, st.own_tail = self._adopt(0, size)
+            self._learn_own(self._own_read, st.own_size)
             return st.own_size
         if size < st.own_size:
             raise self._clash(f"it shrank from {st.own_size} to {size} bytes")
@@ -402,6 +407,19 @@ class _Pass:
                 b64((tail + extra[:end])[-HUB_TAIL_BYTES:]),
             )
         return st.own_size
+
+    def _learn_own(self, begin: int, end: int) -> None:
+        """Record that the hub holds the complete lines of our file in [begin, end)."""
+        pending = b""
+        while begin < end:
+            data = self.t.read(self.memory, self.own, begin, min(READ_BYTES, end - begin))
+            if not data:
+                break
+            begin += len(data)
+            lines, cut = split_complete(pending + data)
+            # The store holds plain lines' digests (issue 12: decrypted when encrypted).
+            self.hub.add(map(line_digest, self.codec.plain_lines(lines)), self.now)
+            pending = (pending + data)[cut:]
 
     def _adopt(self, begin: int, size: int) -> tuple[int, str]:
         """Take our hub file as it is (complete lines); return its size and tail."""
