@@ -48,7 +48,7 @@ from memsync.core.watermarks import (
     snapshot_of,
 )
 from memsync.errors import MemsyncError, ReplicaClash, TransportError
-from memsync.hub.codec import PlainCodec
+from memsync.hub.codec import Chunk, PlainCodec
 from memsync.hub.state import (
     SNAPSHOTS,
     PeerState,
@@ -201,7 +201,9 @@ class _Pass:
                     f"{self.where(f.name)}: {f.size} bytes, over the {MAX_PEER_BYTES} byte "
                     "limit for a hub file; refusing to read it"
                 )
-            state = self._checked(f, self.state.peers.get(peer))
+            prior = self.state.peers.get(peer)
+            state = self._checked(f, prior)
+            reread = prior is not None and prior.offset > 0 and state.offset == 0
             lines, state = self._read_new(f.name, f.size, state)
             if f.name == self.own:
                 self._own_read = state.offset
@@ -209,7 +211,8 @@ class _Pass:
             if lines:
                 # issue 12: decrypted (checked: mode, key, authentication) before any merge
                 where = self.where(f.name)
-                chunks += self.codec.decode(where, state.line - len(lines), lines, self.report.bad)
+                decoded = self.codec.decode(where, state.line - len(lines), lines, self.report.bad)
+                chunks += self._unseen(decoded) if reread else decoded
             state.seen = (f.size, f.mtime)
             state.hub_generation = f.generation
             merged[peer] = state
@@ -232,6 +235,26 @@ class _Pass:
             if peer == self.replica:
                 continue
             self.state.peers[peer] = state
+
+    def _unseen(self, chunks: list[Chunk]) -> list[Chunk]:
+        """A peer file read again from its start (rewritten by its owner's compaction, or
+        a listing that went stale), less the lines this replica has met in the hub before.
+
+        Those were merged when first read; what local compaction has dropped of them since
+        was dead and acknowledged by every replica (rule 15), so merging it again would
+        bring a deleted entry back: the owner's compaction keeps an entry whose tombstone
+        sits in another replica's hub file. A known line becomes a blank line (rule 3), so
+        the line numbers of bad lines stay right. (A replica that lost its state directory
+        has no such record: DESIGN's recovery re-reads everything.)
+        """
+        out: list[Chunk] = []
+        for where, first, lines in chunks:
+            digests = list(map(line_digest, lines))
+            seen = self.hub.intersection(digests)
+            if seen:
+                lines = [b"" if d in seen else raw for raw, d in zip(lines, digests, strict=True)]
+            out.append((where, first, lines))
+        return out
 
     def _checked(self, f: RemoteFile, state: PeerState | None) -> PeerState:
         """The saved read position of a peer file, or a fresh one if the file is not what
