@@ -569,10 +569,6 @@ def test_the_oracle_catches_a_lost_record(tmp_path: Path) -> None:
         check(sim)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13 item 9: a crash right after our hub file's replace is taken for a clone",
-)
 @pytest.mark.parametrize("kind", ["lost reply", "killed before saving"])
 def test_a_crash_right_after_compacting_our_hub_file_is_no_clash(tmp_path: Path, kind: str) -> None:
     """Our hub file is replaced by its compaction, and then the reply is lost (or the

@@ -652,3 +652,48 @@ def test_an_unknown_host_key_is_refused_naming_host_and_fingerprint(
     assert a.path.read_bytes() == local
     assert known_hosts.read_text() == "# this machine has never seen the hub's host\n"
     assert not (hub / MEMORY).exists()
+
+
+def test_an_empty_hub_is_said_to_be_new_or_not_mounted_not_a_clone(
+    tmp_path: Path, hub: Path
+) -> None:
+    """Issue 13, item 10: an unmounted share (an empty mount point) or a hub folder emptied
+    gave "another machine uses the replica id". Now: the hub is new or not mounted, with
+    the fix; nothing is written to the empty folder; once the hub is back, all is well."""
+    laptop = make_replica(tmp_path, "laptop", str(hub))
+    laptop.memory().add("fact", "Before the share went away.")
+    laptop.sync()
+    aside = tmp_path / "unmounted"
+    hub.rename(aside)
+    hub.mkdir()  # the empty mount point
+    result = laptop.cli("sync")
+    assert result.rc == 1
+    (line,) = _failed_lines(result.out)
+    assert "the hub is new or not mounted" in line
+    assert "replica id" not in line
+    assert list(hub.rglob("*.jsonl")) == []  # nothing pushed into the mount point
+    hub.rmdir()
+    aside.rename(hub)  # mounted again
+    (report,) = laptop.sync()
+    assert report["error"] is None
+
+
+def test_a_crash_right_after_compacting_our_hub_file_is_not_taken_for_a_clone(
+    tmp_path: Path, hub: Path
+) -> None:
+    """Issue 13, item 9, through the command line: our hub file rewritten smaller (as its
+    compaction does) while the state still describes the old file, as after a kill -9
+    between the replace and the save. Every record in it is ours: adopted, no clash."""
+    laptop = make_replica(tmp_path, "laptop", str(hub))
+    mem = laptop.memory()
+    kept = mem.add("fact", "Kept.")
+    gone = mem.add("fact", "Forgotten.")
+    laptop.sync()
+    own = hub_file(hub, laptop)
+    lines = own.read_bytes().splitlines(keepends=True)
+    own.write_bytes(b"".join(x for x in lines if gone.id.encode() not in x))
+    mem.add("fact", "After the compaction.")
+    (report,) = laptop.sync()
+    assert report["error"] is None
+    assert kept.id.encode() in own.read_bytes()
+    assert b"After the compaction." in own.read_bytes()

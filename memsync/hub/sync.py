@@ -396,15 +396,24 @@ class _Pass:
             st.own_size, st.own_tail = self._adopt(0, size)
             self._learn_own(self._own_read, st.own_size)
             return st.own_size
+        if size == 0 and st.own_size > 0:
+            raise TransportError(
+                f"{self.where(self.own)}: our hub file is gone (it held {st.own_size} bytes): "
+                "the hub is new or not mounted. Mount the share if it is not; if the hub "
+                f"moved to a new empty folder, delete {self.state_path} to push everything "
+                "again",
+                None,
+                self.where(self.own),
+            )
         if size < st.own_size:
-            raise self._clash(f"it shrank from {st.own_size} to {size} bytes")
+            return self._rewritten(size, f"it shrank from {st.own_size} to {size} bytes")
         tail = base64.b64decode(st.own_tail)
         check = tail[-_OWN_CHECK_BYTES:]
         begin = st.own_size - len(check)
         # An S3 hub's file in the generation we checked last time was only appended to.
         vouched = self._own_listed is not None and self._own_listed == st.own_hub_generation
         if check and not vouched and self.t.read(self.memory, self.own, begin, len(check)) != check:
-            raise self._clash("its bytes before our last write changed")
+            return self._rewritten(size, "its bytes before our last write changed")
         st.own_hub_generation = self._own_listed
         if size > st.own_size:
             # More than we know of: our own write whose answer was lost (every line is one
@@ -429,6 +438,33 @@ class _Pass:
                 st.own_size + end,
                 b64((tail + extra[:end])[-HUB_TAIL_BYTES:]),
             )
+        return st.own_size
+
+    def _rewritten(self, size: int, what: str) -> int:
+        """Our hub file is not as we left it. If every record in it is one of our local
+        records, it is our own rewrite whose end we did not see (a crash or a lost reply
+        right after the replace of its compaction, issue 13 item 9): take it as it is.
+        Otherwise another machine writes it: a clash."""
+        data = b""
+        while len(data) < size:
+            block = self.t.read(self.memory, self.own, len(data), min(READ_BYTES, size - len(data)))
+            if not block:
+                break
+            data += block
+        lines, _ = split_complete(data)
+        lines = self.codec.plain_lines(lines)
+        records = [raw for raw in lines if _is_record(raw)]
+        mine = self.index.intersection(
+            [d for raw in records for d in (line_digest(raw), line_digest(raw + b"\r"))]
+        )
+        if any(
+            line_digest(raw) not in mine and line_digest(raw + b"\r") not in mine for raw in records
+        ):
+            raise self._clash(what)
+        st = self.state
+        st.own_size, st.own_tail = self._adopt(0, size)
+        st.own_hub_generation = self._own_listed
+        self.hub.add(map(line_digest, lines), self.now)
         return st.own_size
 
     def _learn_own(self, begin: int, end: int) -> None:
