@@ -8,9 +8,9 @@ needs is importable from here.
 
 from __future__ import annotations
 
-from memsync.core.handoff import HandoffFilter
-from memsync.core.lines import BadLine
-from memsync.core.records import Record
+import importlib as _importlib
+import typing as _typing
+
 from memsync.errors import (
     ConfigError,
     DaemonAlreadyRunning,
@@ -28,23 +28,77 @@ from memsync.errors import (
     UnsupportedFormat,
     UsageError,
 )
-from memsync.hub.sync import SyncReport, sync_once
-from memsync.hub.transports import RemoteFile, Transport, open_transport
-from memsync.local.compaction import CompactionResult, compact_file
-from memsync.local.export import export_markdown
-from memsync.local.fulltext import RecallHit, recall
-from memsync.local.importers import ImportResult, import_mcp_memory
-from memsync.local.memory import Memory
-from memsync.local.merge import (
-    MergeResult,
-    PendingMerge,
-    apply_merge,
-    handoff,
-    merge_files,
-    plan_file_merge,
-)
-from memsync.local.reading import CheckReport, MemoryView, SecretFinding, check_files, view_of
-from memsync.models import Entry, Tombstone
+
+if _typing.TYPE_CHECKING:
+    from memsync.core.handoff import HandoffFilter
+    from memsync.core.lines import BadLine
+    from memsync.core.records import Record
+    from memsync.hub.sync import SyncReport, sync_once
+    from memsync.hub.transports import RemoteFile, Transport, open_transport
+    from memsync.local.compaction import CompactionResult, compact_file
+    from memsync.local.export import export_markdown
+    from memsync.local.fulltext import RecallHit, recall
+    from memsync.local.importers import ImportResult, import_mcp_memory
+    from memsync.local.memory import Memory
+    from memsync.local.merge import (
+        MergeResult,
+        PendingMerge,
+        apply_merge,
+        handoff,
+        merge_files,
+        plan_file_merge,
+    )
+    from memsync.local.reading import CheckReport, MemoryView, SecretFinding, check_files, view_of
+    from memsync.models import Entry, Tombstone
+
+# Everything but the errors is imported on first use (PEP 562): `import memsync` (and so
+# every `memsync ...` command, whose package this is) must not pay for pydantic, SQLite
+# or the hub when a command needs none of them (issue 14: start-up time).
+_LAZY = {
+    "BadLine": "memsync.core.lines",
+    "CheckReport": "memsync.local.reading",
+    "CompactionResult": "memsync.local.compaction",
+    "Entry": "memsync.models",
+    "HandoffFilter": "memsync.core.handoff",
+    "ImportResult": "memsync.local.importers",
+    "Memory": "memsync.local.memory",
+    "MemoryView": "memsync.local.reading",
+    "MergeResult": "memsync.local.merge",
+    "PendingMerge": "memsync.local.merge",
+    "RecallHit": "memsync.local.fulltext",
+    "Record": "memsync.core.records",
+    "RemoteFile": "memsync.hub.transports",
+    "SecretFinding": "memsync.local.reading",
+    "SyncReport": "memsync.hub.sync",
+    "Tombstone": "memsync.models",
+    "Transport": "memsync.hub.transports",
+    "apply_merge": "memsync.local.merge",
+    "check_files": "memsync.local.reading",
+    "compact_file": "memsync.local.compaction",
+    "export_markdown": "memsync.local.export",
+    "handoff": "memsync.local.merge",
+    "import_mcp_memory": "memsync.local.importers",
+    "merge_files": "memsync.local.merge",
+    "open_transport": "memsync.hub.transports",
+    "plan_file_merge": "memsync.local.merge",
+    "recall": "memsync.local.fulltext",
+    "sync_once": "memsync.hub.sync",
+    "view_of": "memsync.local.reading",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memsync' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

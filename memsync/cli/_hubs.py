@@ -8,24 +8,20 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsync.cli._common import (
     EXIT_FOUND,
     EXIT_OK,
 )
-from memsync.config import (
-    Config,
-    default_config,
-    default_config_path,
-    load_config,
-)
-from memsync.configured import sync_config
 from memsync.core.timestamps import format_ts
 from memsync.errors import UsageError
-from memsync.hub.state import retired, set_retired
 from memsync.local.fresh import now_us
-from memsync.status import daemon_running, evaluate, read_status
-from memsync.status import to_json as status_json
+
+# The config (pydantic), the hub and the status document are imported inside the commands
+# that use them, so that `memsync add` does not pay for them (issue 14: start-up time).
+if TYPE_CHECKING:
+    from memsync.config import Config
 
 __all__ = [
     "cmd_check_config",
@@ -41,6 +37,8 @@ __all__ = [
 
 
 def _load_config(path: Path | None) -> Config:
+    from memsync.config import default_config_path, load_config
+
     config_path = path if path is not None else default_config_path()
     if path is None and not config_path.exists():
         raise UsageError(
@@ -61,6 +59,8 @@ def _size(n: int) -> str:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
+    from memsync.configured import sync_config
+
     config = _load_config(args.config)
     if args.memory is not None and config.memory_named(args.memory) is None:
         raise UsageError(f"no memory named {args.memory!r} in the config")
@@ -93,6 +93,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from memsync.config import default_config_path, load_config
+
     path = args.config if args.config is not None else default_config_path()
     config = load_config(path)
     print(json.dumps(config.to_display_dict(), indent=2))
@@ -106,6 +108,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def _daemon_config(path: Path | None) -> tuple[Config, Path | None]:
     """The config the daemon runs: --config (which must exist), else the default path when
     a file is there, else the embedded default."""
+    from memsync.config import default_config, default_config_path, load_config
+
     if path is not None:
         return load_config(path), path
     default = default_config_path()
@@ -135,6 +139,7 @@ def _daemon_logging(level_name: str, verbose: int) -> None:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
+    from memsync.config import default_config_path
     from memsync.daemon import Daemon
 
     config, path = _daemon_config(args.config)
@@ -144,6 +149,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from memsync.status import daemon_running, evaluate, read_status
+    from memsync.status import to_json as status_json
+
     config, _ = _daemon_config(args.config)
     state_dir = config.state_dir
     status = read_status(state_dir)
@@ -182,6 +190,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_forget_replica(args: argparse.Namespace) -> int:
+    from memsync.hub.state import retired, set_retired
+
     config, _ = _daemon_config(args.config)
     names = retired(config.state_dir)
     if args.undo:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memsync.config import Config, default_config_path, load_config
-from memsync.configured import key_file_of
 from memsync.errors import KeyFileError, MemsyncError
-from memsync.hub.crypto import format_key, key_id, parse_key
-from memsync.hub.keys import Keyring, add_key, load_keyring, new_master_key
+
+if TYPE_CHECKING:
+    from memsync.config import Config
+    from memsync.hub.keys import Keyring
 
 __all__ = ["cmd_key_import", "cmd_key_new", "cmd_key_rotate", "cmd_key_show", "register"]
 
@@ -30,6 +30,8 @@ _WARNING = (
 
 def _config(path: Path | None) -> Config | None:
     """The config named, else the default one when it exists, else None (no remotes)."""
+    from memsync.config import default_config_path, load_config
+
     if path is not None:
         return load_config(path)
     default = default_config_path()
@@ -37,6 +39,9 @@ def _config(path: Path | None) -> Config | None:
 
 
 def cmd_key_new(args: argparse.Namespace) -> int:
+    from memsync.configured import key_file_of
+    from memsync.hub.keys import add_key, load_keyring, new_master_key
+
     path = key_file_of(_config(args.config))
     if path.exists():
         raise KeyFileError(
@@ -54,6 +59,10 @@ def cmd_key_new(args: argparse.Namespace) -> int:
 
 
 def cmd_key_show(args: argparse.Namespace) -> int:
+    from memsync.configured import key_file_of
+    from memsync.hub.crypto import format_key
+    from memsync.hub.keys import load_keyring
+
     ring = load_keyring(key_file_of(_config(args.config)))
     keys = ring.keys if args.all else ring.keys[:1]
     print(_WARNING, file=sys.stderr)
@@ -69,6 +78,10 @@ def cmd_key_show(args: argparse.Namespace) -> int:
 
 
 def cmd_key_import(args: argparse.Namespace) -> int:
+    from memsync.configured import key_file_of
+    from memsync.hub.crypto import key_id, parse_key
+    from memsync.hub.keys import add_key
+
     config = _config(args.config)
     path = key_file_of(config)
     texts: list[str] = list(args.keys)
@@ -101,6 +114,9 @@ def cmd_key_import(args: argparse.Namespace) -> int:
 
 
 def cmd_key_rotate(args: argparse.Namespace) -> int:
+    from memsync.configured import key_file_of
+    from memsync.hub.keys import add_key, load_keyring, new_master_key
+
     config = _config(args.config)
     path = key_file_of(config)
     old = load_keyring(path)

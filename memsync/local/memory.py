@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -34,7 +34,9 @@ from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
 from memsync.local.reading import CheckReport, MemoryView, check_files, prompt_of, view_of
 from memsync.local.storage import append_bytes, read_chunks, read_from, read_tail
-from memsync.models import Entry, Tombstone, to_model
+
+if TYPE_CHECKING:  # pydantic is imported only when a caller asks for its models (start-up)
+    from memsync.models import Entry, Tombstone
 
 __all__ = ["Memory"]
 
@@ -123,12 +125,47 @@ class Memory:
         supersedes: str | None = None,
         now: int | datetime | None = None,
     ) -> Entry:
-        """Append a new entry with a new id and return it.
+        """Append a new entry with a new id and return it (a pydantic `Entry`; see
+        `add_record` for the same without pydantic).
 
         Raises:
             SecretRefused: the text looks like a credential (the spec: never store secrets).
             InvalidRecord: a field breaks rule 3 (an unknown kind, a confidence out of [0, 1]).
         """
+        from memsync.models import Entry, to_model
+
+        model = to_model(
+            self.add_record(
+                kind,
+                text,
+                scope=scope,
+                tags=tags,
+                source=source,
+                confidence=confidence,
+                expires_at=expires_at,
+                supersedes=supersedes,
+                now=now,
+            )
+        )
+        assert isinstance(model, Entry)
+        return model
+
+    def add_record(
+        self,
+        kind: str,
+        text: str,
+        *,
+        scope: str = "global",
+        tags: Iterable[str] = (),
+        source: str | None = None,
+        confidence: float = 1.0,
+        expires_at: datetime | str | None = None,
+        supersedes: str | None = None,
+        now: int | datetime | None = None,
+    ) -> Record:
+        """`add`, returning the appended line as a `Record` (its raw bytes and the fields
+        the rules use) instead of a pydantic model: what the command line and the MCP
+        server use, so that they start without importing pydantic."""
         found = find_secrets("\n".join([text, scope, source or "", *tags]))
         if found:
             raise SecretRefused(
@@ -146,9 +183,7 @@ class Memory:
             "expires_at": _as_text_ts(expires_at),
             "supersedes": supersedes,
         }
-        model = self._append(obj, _as_us(now), fresh_id=True)
-        assert isinstance(model, Entry)
-        return model
+        return self._append(obj, _as_us(now), fresh_id=True)
 
     def supersede(
         self,
@@ -174,11 +209,17 @@ class Memory:
         Raises:
             UnknownId: the file holds no record with that id.
         """
-        if self._newest_of(rid) is None:
-            raise UnknownId(str(self.path), rid)
-        model = self._append({"id": rid, "deleted": True}, _as_us(now))
+        from memsync.models import Tombstone, to_model
+
+        model = to_model(self.forget_record(rid, now=now))
         assert isinstance(model, Tombstone)
         return model
+
+    def forget_record(self, rid: str, *, now: int | datetime | None = None) -> Record:
+        """`forget`, returning the tombstone as a `Record` (no pydantic)."""
+        if self._newest_of(rid) is None:
+            raise UnknownId(str(self.path), rid)
+        return self._append({"id": rid, "deleted": True}, _as_us(now))
 
     def compact(
         self,
@@ -202,9 +243,7 @@ class Memory:
             grace_seconds=grace_seconds,
         )
 
-    def _append(
-        self, obj: dict[str, Any], now: int | None, *, fresh_id: bool = False
-    ) -> Entry | Tombstone:
+    def _append(self, obj: dict[str, Any], now: int | None, *, fresh_id: bool = False) -> Record:
         """Stamp, validate (through the one validator, `classify`) and append one record.
         `fresh_id`: the id was just drawn at random, so no record of it can exist yet."""
         with file_lock(self.path, self.lock_timeout):
@@ -216,7 +255,7 @@ class Memory:
                 reason = parsed.reason if isinstance(parsed, Invalid) else "not a record"
                 raise InvalidRecord(f"invalid record: {reason}")
             append_bytes(self.path, line + b"\n", header=header_line(parsed.ts))
-        return to_model(parsed)
+        return parsed
 
     def _stamp(self, rid: str | None, now: int) -> int:
         """The `created_at` for a new record of `rid`: `core.clock.next_stamp` over the

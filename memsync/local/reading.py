@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -22,7 +22,9 @@ from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
 from memsync.local.fresh import now_us
 from memsync.local.storage import read_chunks
-from memsync.models import Entry, to_model
+
+if TYPE_CHECKING:  # pydantic is imported only when a caller asks for its models (start-up)
+    from memsync.models import Entry
 
 __all__ = [
     "BadLineWatch",
@@ -124,6 +126,8 @@ class MemoryView:
     @property
     def entries(self) -> list[Entry]:
         """The live entries as pydantic models."""
+        from memsync.models import Entry, to_model
+
         return [e for e in map(to_model, self.records) if isinstance(e, Entry)]
 
     def __len__(self) -> int:
