@@ -37,7 +37,12 @@ from pydantic import (
     model_validator,
 )
 
-from memsync.core.compaction import DEFAULT_HORIZON_DAYS, DEFAULT_QUIET_SECONDS
+from memsync.core.compaction import (
+    DEFAULT_HORIZON_DAYS,
+    DEFAULT_QUIET_SECONDS,
+    MAX_HORIZON_DAYS,
+    MAX_WAIT_SECONDS,
+)
 from memsync.core.names import valid_name
 from memsync.errors import ConfigError
 from memsync.local.dirs import default_state_dir, xdg_dir
@@ -71,9 +76,7 @@ _URL_FORMS = (
 )
 # Upper bounds on every number (issue 13, item 17): past them a value is a typo, and some
 # (inf, 1e12 seconds) overflow the scheduler at start, a restart loop under systemd.
-_DAY = 86_400.0
-MAX_HORIZON_DAYS = 36_500
-"""The longest tombstone horizon accepted: a hundred years."""
+_DAY = MAX_WAIT_SECONDS
 
 
 # --- small value checks ---------------------------------------------------------------

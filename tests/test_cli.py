@@ -418,3 +418,40 @@ def test_sync_refuses_an_unknown_memory_or_remote(
     assert "no remote named 'nope' in the config" in err
     status, _, _ = run(capsys, "sync", "--config", config, "--memory", "notes")
     assert status == 0
+
+
+def test_show_escapes_control_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13, item 7: a record's text from any replica must not drive the terminal
+    (escape sequences, a title set by OSC, NUL) or fake a second record line."""
+    path = tmp_path / "m.jsonl"
+    text = "ok\x1b]0;pwned\x07\nb2b2b2b2b2b2  2026-11-02T00:00:00Z  fact  global  forged\x00"
+    path.write_bytes(
+        HEADER + entry_line("a1a1a1a1a1a1", "2026-11-01T00:00:00Z", text, scope="x\x1b[2J")
+    )
+    _, out, _ = run(capsys, "show", path)
+    assert out.count("\n") == 1
+    assert not re.search("[\x00-\x08\x0a-\x1f\x7f]", out.rstrip("\n"))
+    assert "\\x1b]0;pwned\\x07\\nb2b2b2b2b2b2" in out
+    assert "x\\x1b[2J" in out
+
+
+@pytest.mark.parametrize("value", ["1e308", "inf", "nan", "36501"])
+def test_compact_refuses_a_horizon_past_a_hundred_years(
+    memfile: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """Issue 13, item 17: `--horizon-days 1e308` gave a traceback (an overflow)."""
+    status, _, err = run(capsys, "compact", memfile, "--horizon-days", value)
+    assert status == 2
+    assert "argument --horizon-days: must be" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_folder_given_as_the_memory_file_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13, item 21: a folder was "no such memory file"."""
+    status, _, err = run(capsys, "show", tmp_path)
+    assert status == 2
+    assert f"{tmp_path}: is a folder, not a memory file" in err

@@ -21,8 +21,8 @@ from memsync.cli._common import (
     SCOPE_HELP,
     Handler,
     Parser,
+    at_most,
     confidence_arg,
-    non_negative_arg,
     positive_int_arg,
     timestamp_arg,
 )
@@ -47,6 +47,8 @@ from memsync.core.compaction import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_HORIZON_DAYS,
     DEFAULT_QUIET_SECONDS,
+    MAX_HORIZON_DAYS,
+    MAX_WAIT_SECONDS,
 )
 from memsync.core.records import KINDS
 from memsync.errors import MemsyncError, NotQuiet
@@ -149,21 +151,21 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
     p.add_argument(
         "--horizon-days",
-        type=non_negative_arg,
+        type=at_most(MAX_HORIZON_DAYS),
         default=DEFAULT_HORIZON_DAYS,
         metavar="N",
         help=f"tombstones older than this may go (default {DEFAULT_HORIZON_DAYS:g})",
     )
     p.add_argument(
         "--quiet-seconds",
-        type=non_negative_arg,
+        type=at_most(MAX_WAIT_SECONDS),
         default=DEFAULT_QUIET_SECONDS,
         metavar="N",
         help=f"start only if the file has not changed for this long (default {DEFAULT_QUIET_SECONDS:g})",
     )
     p.add_argument(
         "--grace-seconds",
-        type=non_negative_arg,
+        type=at_most(MAX_WAIT_SECONDS),
         default=DEFAULT_GRACE_SECONDS,
         metavar="N",
         help=f"how long at most to copy late writes to the old file (default {DEFAULT_GRACE_SECONDS:g})",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -20,6 +21,7 @@ __all__ = [
     "SCOPE_HELP",
     "Handler",
     "Parser",
+    "at_most",
     "confidence_arg",
     "existing",
     "non_negative_arg",
@@ -75,6 +77,8 @@ def positive_int_arg(text: str) -> int:
 
 def existing(paths: Sequence[Path]) -> list[Path]:
     for p in paths:
+        if p.is_dir():
+            raise UsageError(f"{p}: is a folder, not a memory file")
         if not p.is_file():
             raise UsageError(f"{p}: no such memory file")
     return list(paths)
@@ -92,6 +96,19 @@ def non_negative_arg(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    if not value >= 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, not {text}")
     return value
+
+
+def at_most(maximum: float) -> Callable[[str], float]:
+    """An argument type: a finite number from 0 to `maximum` (issue 13, item 17: an
+    unbounded `--horizon-days 1e308` overflowed into a traceback)."""
+
+    def parse(text: str) -> float:
+        value = non_negative_arg(text)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be from 0 to {maximum:g}, not {text}")
+        return value
+
+    return parse

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsync.cli._common import (
     EXIT_FOUND,
@@ -14,19 +15,17 @@ from memsync.cli._common import (
     existing,
     report_bad,
 )
-from memsync.config import (
-    default_config_path,
-    default_state_dir,
-    load_config,
-)
-from memsync.core.handoff import HandoffFilter
 from memsync.core.timestamps import format_ts
 from memsync.core.view import select
 from memsync.errors import UsageError
-from memsync.hub.state import resolve_replica
 from memsync.local.memory import Memory
-from memsync.local.merge import MergeResult, handoff, merge_files, merge_indexed
 from memsync.local.reading import check_files, no_gc, prompt_of, view_of
+
+# What the agents' everyday commands (add, forget, show, prompt, check) do not need is
+# imported inside the commands that do: the merge's SQLite index, the config (pydantic),
+# the hub (issue 14: start-up time).
+if TYPE_CHECKING:
+    from memsync.local.merge import MergeResult
 
 __all__ = [
     "cmd_add",
@@ -45,7 +44,7 @@ __all__ = [
 
 def cmd_add(args: argparse.Namespace) -> int:
     mem = Memory.open(args.file)
-    entry = mem.add(
+    entry = mem.add_record(
         args.kind,
         args.text,
         scope=args.scope,
@@ -60,7 +59,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    Memory.open(args.file, create=False).forget(args.id)
+    Memory.open(args.file, create=False).forget_record(args.id)
     return EXIT_OK
 
 
@@ -84,11 +83,25 @@ def _show(args: argparse.Namespace) -> int:
             obj = rec.fields()
             scope = obj.get("scope", "global")
             who = " user" if rec.user else ""
-            line = f"{rec.id}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {obj['text']}"
+            text, scope = _visible(str(obj["text"])), _visible(str(scope))
+            line = f"{rec.id}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
             out.write(line.encode("utf-8", "replace") + b"\n")
     out.flush()
     report_bad(view.bad)
     return EXIT_OK
+
+
+# Control characters (C0 and C1, DEL) and Unicode line separators: a record's text must not
+# move the terminal's cursor, set its title, or start a line that looks like another record
+# (issue 13, item 7). Tab stays; the rest is shown escaped, as Python writes it.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _visible(text: str) -> str:
+    """`text` with every control character written as an escape (`\\n`, `\\x1b`)."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
@@ -156,6 +169,9 @@ def _print_merge(result: MergeResult, as_json: bool, *, show_records: bool = Fal
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    from memsync.local.dirs import default_state_dir
+    from memsync.local.merge import merge_files, merge_indexed
+
     sources = existing(args.sources)
     if any(src.resolve() == args.into.resolve() for src in sources):
         raise UsageError(f"{args.into}: cannot merge a file into itself")
@@ -170,6 +186,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_handoff(args: argparse.Namespace) -> int:
+    from memsync.core.handoff import HandoffFilter
+    from memsync.local.merge import handoff
+
     [src] = existing([args.src])
     if src.resolve() == args.dest.resolve():
         raise UsageError(f"{args.dest}: cannot hand a file off to itself")
@@ -191,6 +210,9 @@ def _hub_side(path: Path, config_path: Path | None) -> dict[str, Any]:
     """For a file that is a configured memory, what `compact_memory` needs to keep every
     tombstone some replica has not read (rule 15): its name, remotes, replica and state
     directory. Nothing for a file no config names (then every old tombstone may go)."""
+    from memsync.config import default_config_path, load_config
+    from memsync.hub.state import resolve_replica
+
     config_file = config_path if config_path is not None else default_config_path()
     if config_path is None and not config_file.exists():
         return {}

@@ -72,6 +72,8 @@ __all__ = [
     "DEFAULT_HORIZON_DAYS",
     "DEFAULT_QUIET_SECONDS",
     "DROP_REASONS",
+    "MAX_HORIZON_DAYS",
+    "MAX_WAIT_SECONDS",
     "CompactionPlan",
     "Rejected",
     "Survey",
@@ -79,6 +81,13 @@ __all__ = [
     "expiring_tombstones",
     "plan_compaction",
 ]
+
+MAX_HORIZON_DAYS = 36_500
+"""The longest tombstone horizon accepted (a hundred years): past it a value is a typo."""
+
+MAX_WAIT_SECONDS = 86_400.0
+"""The longest quiet period, grace period or poll interval accepted (a day): past it a
+value is a typo, and `inf` or 1e12 seconds overflow the scheduler (issue 13, item 17)."""
 
 DEFAULT_HORIZON_DAYS = 90.0
 """Tombstones older than this many days may go (rule 15), once every replica has read them."""
