@@ -61,7 +61,7 @@ def main() -> None:
             results.setdefault("steady state: 1 new record, in-process merge_indexed", []).append(
                 _in_process(a, b, state)
             )
-            results.setdefault("python -c pass (interpreter start-up)", []).append(
+            results.setdefault("python -c 'import memsync.cli' (start-up)", []).append(
                 timed([sys.executable, "-c", "import memsync.cli"])
             )
         results.setdefault("LC_ALL=C sort -u A B", []).append(
