@@ -21,10 +21,9 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -37,6 +36,8 @@ from pydantic import (
     model_validator,
 )
 
+from memsync._config_messages import KeyedValueError as _KeyedValueError
+from memsync._config_messages import config_error, describe
 from memsync.core.compaction import (
     DEFAULT_HORIZON_DAYS,
     DEFAULT_QUIET_SECONDS,
@@ -46,6 +47,7 @@ from memsync.core.compaction import (
 from memsync.core.names import valid_name
 from memsync.errors import ConfigError
 from memsync.local.dirs import default_state_dir, xdg_dir
+from memsync.remote_url import RemoteURL, parse_remote_url
 
 __all__ = [
     "CompactionConfig",
@@ -61,19 +63,12 @@ __all__ = [
     "parse_remote_url",
 ]
 
-_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
-_HOST_RE = re.compile(r"[A-Za-z0-9._:%-]+")
 _SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key")
 _S3_ONLY = ("endpoint_url", "region", "profile")
 # Keys that would hold a credential: refused with a hint, never echoed (issue 11).
 _SECRET_KEY_RE = re.compile(r"secret|password|passwd|access_key|session_token|credential|token")
-_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_S3_PREFIX_PART_RE = re.compile(r"[A-Za-z0-9._~-]{1,255}")
 _DEFAULT_MEMORY_NAME = "memory"
 _DEFAULT_MEMORY_PATH = "~/.local/share/agent-memory/memory.jsonl"
-_URL_FORMS = (
-    "a path, file:///path, ssh://[user@]host[:port]/path, ssh://alias/path or s3://bucket/prefix"
-)
 # Upper bounds on every number (issue 13, item 17): past them a value is a typo, and some
 # (inf, 1e12 seconds) overflow the scheduler at start, a restart loop under systemd.
 _DAY = MAX_WAIT_SECONDS
@@ -97,7 +92,7 @@ def _expand_path(value: object) -> Path:
     if not isinstance(value, str | Path):
         # ValueError, not TypeError: pydantic turns only ValueError into a validation error.
         raise ValueError(  # noqa: TRY004
-            f"expected a path string, got {_describe(value)}"
+            f"expected a path string, got {describe(value)}"
         )
     text = str(value)
     if not text:
@@ -115,151 +110,6 @@ def _as_tuple(value: object) -> object:
 
 _Name = Annotated[str, AfterValidator(_check_name)]
 _Path = Annotated[Path, BeforeValidator(_expand_path)]
-
-
-class _KeyedValueError(ValueError):
-    """A check that spans fields: `subloc` says which key, below where pydantic reports it."""
-
-    def __init__(self, subloc: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.subloc = subloc
-
-
-# --- remote URLs ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteURL:
-    """A remote's url, parsed. `path` is absolute (`~` expanded) for a folder remote."""
-
-    scheme: Literal["file", "ssh", "s3"]
-    """"file" for a folder (local, NFS, SMB, a synced folder), "ssh" for an SFTP hub, "s3"
-    for S3-compatible object storage."""
-    path: str
-    """The hub directory: on this machine for "file", on the SSH host for "ssh"; for "s3"
-    the key prefix in the bucket, without slashes at either end ("" for the bucket root)."""
-    host: str | None = None
-    """SSH host name, address or `~/.ssh/config` alias (lower case, as OpenSSH matches it);
-    for "s3" the bucket."""
-    user: str | None = None
-    """SSH user; None means `~/.ssh/config` or the local user name."""
-    port: int | None = None
-    """SSH port; None means `~/.ssh/config` or 22."""
-
-
-def parse_remote_url(url: str) -> RemoteURL:
-    """Parse a remote's url in one of the four accepted forms.
-
-    Args:
-        url: `/path` or `~/path`, `file:///path`, `ssh://[user@]host[:port]/path`, or
-            `ssh://alias/path` (an alias is resolved through `~/.ssh/config` by the transport).
-
-    Returns:
-        The parsed `RemoteURL`; percent-escapes are decoded.
-
-    Raises:
-        ValueError: with a one-line message saying what is wrong and what to write instead.
-            A password in an ssh url is refused without echoing it.
-
-    Example:
-        >>> parse_remote_url("ssh://me@nas:2222/srv/memsync")
-        RemoteURL(scheme='ssh', path='/srv/memsync', host='nas', user='me', port=2222)
-    """
-    if not url.strip():
-        raise ValueError(f"empty url; write {_URL_FORMS}")
-    if url != url.strip() or any(ord(ch) < 0x20 or ch == "\x7f" for ch in url):
-        raise ValueError("url has surrounding spaces or control characters")
-    scheme, sep, _ = url.partition("://")
-    if not sep or not _SCHEME_RE.fullmatch(scheme):
-        return _parse_local(url)
-    scheme = scheme.lower()
-    if scheme == "file":
-        return _parse_file_url(url)
-    if scheme == "ssh":
-        return _parse_ssh_url(url)
-    if scheme == "s3":
-        return _parse_s3_url(url)
-    # Do not echo the url: it may hold credentials meant for another tool.
-    raise ValueError(f"unsupported url scheme {scheme!r}; write {_URL_FORMS}")
-
-
-def _parse_local(text: str) -> RemoteURL:
-    expanded = os.path.expanduser(text)
-    if not os.path.isabs(expanded):
-        # "user@host:path" is scp's syntax, not a relative path the user meant.
-        scp_like = re.match(r"[^/]*:", text) is not None
-        hint = "; for SSH write ssh://[user@]host/path" if scp_like else ""
-        raise ValueError(f"{text!r} is not an absolute path; write /path or ~/path{hint}")
-    return RemoteURL(scheme="file", path=expanded)
-
-
-def _parse_file_url(url: str) -> RemoteURL:
-    parts = urlsplit(url)
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        raise ValueError(f"{url!r} has a ?query or #fragment; percent-encode '?' and '#' in paths")
-    if parts.netloc not in ("", "localhost"):
-        raise ValueError(
-            f"{url!r} names a host ({parts.netloc!r}); write file:///path (three slashes)"
-            " for a folder, or ssh://host/path for another machine"
-        )
-    path = unquote(parts.path)
-    if not path.startswith("/"):
-        raise ValueError(f"{url!r} has no absolute path; write file:///path")
-    return RemoteURL(scheme="file", path=path)
-
-
-def _parse_ssh_url(url: str) -> RemoteURL:
-    parts = urlsplit(url)
-    # First, before any message that could echo the url.
-    if parts.password is not None:
-        raise ValueError("no passwords in the config; use a key or ssh-agent")
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        raise ValueError(f"{url!r} has a ?query or #fragment; percent-encode '?' and '#' in paths")
-    host = parts.hostname
-    if not host:
-        raise ValueError(f"{url!r} has no host; write ssh://[user@]host[:port]/path")
-    # A leading "-" would read as an option if a host or user ever reached an ssh command line.
-    if not _HOST_RE.fullmatch(host) or host.startswith("-"):
-        raise ValueError(f"{url!r}: invalid host name {host!r}")
-    try:
-        port = parts.port
-    except ValueError:
-        port = 0
-    if port == 0 or (port is None and parts.netloc.endswith(":")):
-        raise ValueError(f"{url!r}: the port must be a number from 1 to 65535")
-    user = None if parts.username is None else unquote(parts.username)
-    if user is not None and (not user or user.startswith("-") or "/" in user):
-        raise ValueError(f"{url!r}: invalid user name {user!r}")
-    path = unquote(parts.path)
-    if not path or path == "/":
-        raise ValueError(f"{url!r} has no path; write ssh://host/path/to/hub")
-    return RemoteURL(scheme="ssh", path=path, host=host, user=user, port=port)
-
-
-def _parse_s3_url(url: str) -> RemoteURL:
-    parts = urlsplit(url)
-    # First, before any message that could echo the url.
-    if "@" in parts.netloc:
-        raise ValueError(
-            "no credentials in the url; S3 credentials come from the environment, "
-            "~/.aws/credentials or a profile"
-        )
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        raise ValueError(f"{url!r} has a ?query or #fragment; write s3://bucket/prefix")
-    bucket = parts.netloc
-    if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket:
-        raise ValueError(
-            f"{url!r}: invalid bucket name {bucket!r} (3 to 63 of a-z 0-9 . -);"
-            " write s3://bucket/prefix"
-        )
-    prefix = parts.path.strip("/")
-    if prefix and any(
-        not _S3_PREFIX_PART_RE.fullmatch(part) or part in (".", "..") for part in prefix.split("/")
-    ):
-        raise ValueError(
-            f"{url!r}: invalid prefix {prefix!r}; use / separated parts of A-Z a-z 0-9 . _ ~ -"
-        )
-    return RemoteURL(scheme="s3", path=prefix, host=bucket)
 
 
 # --- environment defaults -------------------------------------------------------------
@@ -607,50 +457,7 @@ def load_config(path: Path | str) -> Config:
         return Config.model_validate(raw)
     except ValidationError as exc:
         # from None: pydantic's multi-line report is what this message replaces.
-        raise _config_error(file, exc) from None
-
-
-_EXPECTED = {
-    "int_type": "an integer",
-    "float_type": "a number",
-    "string_type": "a string",
-    "bool_type": "true or false",
-    "tuple_type": "an array",
-    "model_type": "a table",
-    "dict_type": "a table",
-}
-
-
-def _config_error(file: str, exc: ValidationError) -> ConfigError:
-    """Given pydantic's report, return a ConfigError for its first error: dotted key, one line."""
-    error = exc.errors(include_url=False)[0]
-    loc: tuple[str | int, ...] = tuple(error["loc"])
-    kind = error["type"]
-    value = error.get("input")
-    cause = error.get("ctx", {}).get("error")
-    if kind == "extra_forbidden":
-        unknown = str(loc[-1])
-        known = _known_keys(loc[:-1])
-        close = difflib.get_close_matches(unknown, known, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
-        return ConfigError(file, _dotted(loc), f"unknown key {unknown!r} ({hint})")
-    if isinstance(cause, _KeyedValueError):
-        return ConfigError(file, _dotted(loc + cause.subloc), str(cause))
-    if isinstance(cause, ValueError):
-        return ConfigError(file, _dotted(loc), str(cause))
-    if kind == "missing":
-        return ConfigError(file, _dotted(loc), f"required key {str(loc[-1])!r} is missing")
-    if kind == "too_short":
-        hint = "; write a [[memory]] table, or leave the key out" if loc == ("memory",) else ""
-        return ConfigError(file, _dotted(loc), f"must not be empty{hint}")
-    if kind in _EXPECTED:
-        message = f"expected {_EXPECTED[kind]}, got {_describe(value)}"
-        if isinstance(value, dict) and kind == "tuple_type" and loc:
-            name = loc[-1]
-            message += f"; write [[{name}]] (an array of tables), not [{name}]"
-        return ConfigError(file, _dotted(loc), message)
-    message = str(error["msg"]).replace("Input should be", "must be", 1)
-    return ConfigError(file, _dotted(loc), f"{message}, got {_describe(value)}")
+        raise config_error(file, exc, _known_keys) from None
 
 
 def _known_keys(table_loc: tuple[str | int, ...]) -> list[str]:
@@ -663,38 +470,3 @@ def _known_keys(table_loc: tuple[str | int, ...]) -> list[str]:
     }
     model = tables.get(tuple(str(part) for part in table_loc if isinstance(part, str)))
     return sorted(model.model_fields) if model is not None else []
-
-
-def _dotted(loc: tuple[str | int, ...]) -> str:
-    """("remote", 1, "poll_seconds") -> "remote[1].poll_seconds"."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else part
-    return text
-
-
-def _describe(value: object) -> str:
-    """Name a TOML value's type, with a short repr for scalars: `string '30'`."""
-    if isinstance(value, bool):
-        kind = "boolean"
-    elif isinstance(value, int):
-        kind = "integer"
-    elif isinstance(value, float):
-        kind = "float"
-    elif isinstance(value, str):
-        kind = "string"
-    elif isinstance(value, dt.date | dt.time):
-        kind = "date/time"
-    elif isinstance(value, list | tuple):
-        return "an array"
-    elif isinstance(value, dict):
-        return "a table"
-    else:
-        kind = type(value).__name__
-    shown = repr(value)
-    if len(shown) > 40:
-        shown = shown[:37] + "..."
-    return f"{kind} {shown}"
