@@ -186,7 +186,7 @@ class RemoteConfig(_Model):
     else boto3's standard chain (environment, default profile, instance role)."""
     poll_seconds: float = Field(default=30.0, gt=0, le=_DAY, allow_inf_nan=False)
     """How often to look for other machines' writes (a folder's inotify never sees them)."""
-    # --- issue 12 (hub encryption): one key, see memsync/hubcodec.py ---
+    # --- issue 12 (hub encryption): one key, see memsync/hub/codec.py ---
     encrypt: bool = False
     """Encrypt what this machine writes to the hub and decrypt what it reads (every machine
     syncing through this remote must agree, and hold the key: `memsync key`)."""

@@ -1,4 +1,4 @@
-"""memsync.hub.crypto and memsync.keys (issue 12): determinism, padding buckets, associated
+"""memsync.hub.crypto and memsync.hub.keys (issue 12): determinism, padding buckets, associated
 data bound to the memory name, tamper detection, key ids, the key file."""
 
 from __future__ import annotations

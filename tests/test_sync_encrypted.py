@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import memsync.hub.push
 import memsync.hub.sync
 from memsync.hub.codec import EncryptedCodec
 from memsync.hub.crypto import key_id
@@ -295,7 +296,7 @@ def test_no_key_file_fails_that_remote_with_one_line(tmp_path: Path, hub: Path) 
 def test_a_write_whose_answer_was_lost_is_adopted_not_repeated_encrypted(
     tmp_path: Path, hub: Path, monkeypatch: pytest.MonkeyPatch, lose: set[int]
 ) -> None:
-    monkeypatch.setattr(memsync.hub.sync, "PUSH_CHUNK_BYTES", 2048)  # several chunks a push
+    monkeypatch.setattr(memsync.hub.push, "PUSH_CHUNK_BYTES", 2048)  # several chunks a push
     a = encrypted_replica(tmp_path, "a", str(hub), KEY)
     b = encrypted_replica(tmp_path, "b", str(hub), KEY)
     write_records(a.path, 3)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import memsync.hub.push
 import memsync.hub.sync
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
@@ -204,7 +205,7 @@ class AckLost:
 def test_a_write_whose_answer_was_lost_is_adopted_not_repeated(
     tmp_path: Path, hub: Path, monkeypatch: pytest.MonkeyPatch, first: bool, lose: set[int]
 ) -> None:
-    monkeypatch.setattr(memsync.hub.sync, "PUSH_CHUNK_BYTES", 2048)  # several chunks a push
+    monkeypatch.setattr(memsync.hub.push, "PUSH_CHUNK_BYTES", 2048)  # several chunks a push
     a = make_replica(tmp_path, "a", str(hub))
     b = make_replica(tmp_path, "b", str(hub))
     if first:

@@ -8,7 +8,7 @@ acknowledgement looks tombstones up in). A codec is the one place where they mee
 - `PlainCodec`: hub lines are the records' lines (memsync's behaviour before issue 12). It
   still refuses, loudly, a hub file that is encrypted.
 - `EncryptedCodec` (`encrypt = true`): every line but the header is AES-SIV ciphertext
-  (memsync.hubcrypto). Deterministic, so that dedup, exact-offset appends, tail checks,
+  (memsync.hub.crypto). Deterministic, so that dedup, exact-offset appends, tail checks,
   idempotent retries and hub compaction work unchanged over ciphertext: offsets stay hub
   offsets, digests stay the digests of the plain records.
 - `FailingCodec`: a remote whose codec could not be made (no key file): every pass of it

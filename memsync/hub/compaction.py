@@ -30,9 +30,9 @@ from memsync.core.watermarks import (
     snapshot_of,
 )
 from memsync.errors import MemsyncError
+from memsync.hub._pass import HUB_TAIL_BYTES, READ_BYTES, b64
 from memsync.hub.codec import PlainCodec
 from memsync.hub.state import SyncState, hub_store_path, pass_lock, retired, state_path
-from memsync.hub.sync import HUB_TAIL_BYTES, READ_BYTES, b64
 from memsync.hub.transports import Transport
 from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
 from memsync.local.fileindex import DigestStore

@@ -2,7 +2,7 @@
 
 One text file, mode 0600, by default `keys` in the config directory (beside
 `config.toml`; `key_file` in the config moves it). Lines are keys in their copy-safe form
-(`msk1-...`, see `memsync.hubcrypto`); the **first** is the current key, used to write;
+(`msk1-...`, see `memsync.hub.crypto`); the **first** is the current key, used to write;
 every key in the file is used to read, so that a machine keeps reading hub files written
 under an old key while a rotation goes round. `#` starts a comment.
 

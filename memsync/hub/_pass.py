@@ -1,0 +1,164 @@
+"""What a sync pass holds (`memsync.hub.sync`): its settings, its saved state, the digests
+of what the hub holds, the local file's index, its report; and the sizes it works in.
+
+The pass itself is split by direction: `memsync.hub.push` writes our own hub file,
+`memsync.hub.sync` reads the peers' files and runs the pass.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from memsync.core.lines import Header, classify
+from memsync.core.records import Record
+from memsync.errors import MemsyncError
+from memsync.hub.codec import PlainCodec
+from memsync.hub.state import (
+    SyncState,
+    hub_store_path,
+    state_path,
+)
+from memsync.hub.transports import Transport
+from memsync.local.fileindex import DigestStore, FileIndex
+from memsync.local.merge import index_path
+
+__all__ = [
+    "HUB_TAIL_BYTES",
+    "MAX_PEER_BYTES",
+    "PUSH_CHUNK_BYTES",
+    "READ_BYTES",
+    "PassBase",
+    "SyncReport",
+    "b64",
+]
+
+MAX_PEER_BYTES = 1 << 30
+"""A peer file larger than this is refused: a hub is untrusted input."""
+
+PUSH_CHUNK_BYTES = 256 * 1024
+"""Pushes are written in chunks of at most this size, split on line boundaries."""
+
+READ_BYTES = 1 << 20
+
+HUB_TAIL_BYTES = 1024
+"""How many bytes before a saved offset in a hub file are checked before reading on (a
+peer's file) or writing on (ours). Every pass reads them over the wire, so they are fewer
+than for local files; a rewrite by compaction is caught by the generation token anyway."""
+
+_HEAD_BYTES = 512  # enough for a header line: where the generation token is
+# Our own file's last bytes, checked before each push: another writer appending changes
+# its size, which is checked first; this catches a rewrite, where the last line does.
+_OWN_CHECK_BYTES = 64
+_SUFFIX = ".jsonl"
+
+
+@dataclass
+class SyncReport:
+    """What one pass did for one memory and one remote."""
+
+    memory: str
+    remote: str
+    pulled_records: int = 0
+    pulled_bytes: int = 0
+    pushed_records: int = 0
+    pushed_bytes: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    peers: int = 0
+    held: list[dict[str, Any]] = field(default_factory=list)
+    bad: list[dict[str, Any]] = field(default_factory=list)
+    twins: int = 0
+    replicas: dict[str, int | None] = field(default_factory=dict)
+    """Each other replica in the hub, and when its watermarks were last published."""
+    holding_back: list[str] = field(default_factory=list)
+    """Replicas that have not read everything this one has seen: tombstones stay."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _hash(data: bytes) -> str:
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+def _generation(data: bytes) -> str | None:
+    """The generation token of a file's header, from its first bytes (None: no header)."""
+    first = data.split(b"\n", 1)[0]
+    try:
+        parsed = classify(first)
+    except MemsyncError:
+        return None
+    return parsed.generation if isinstance(parsed, Header) else None
+
+
+class PassBase:
+    """One pass for one memory and one remote: its state (see `memsync.hub.sync`)."""
+
+    def __init__(
+        self,
+        *,
+        memory: str,
+        local: Path,
+        remote: str,
+        transport: Transport,
+        replica: str,
+        state_dir: Path,
+        now: int,
+        codec: PlainCodec | None = None,
+    ) -> None:
+        self.memory, self.local, self.remote = memory, local, remote
+        # issue 12: hub lines <-> local lines (memsync.hub.codec); plain unless encrypt = true
+        self.codec = codec if codec is not None else PlainCodec(remote, memory)
+        self.t, self.replica, self.now = transport, replica, now
+        self.state_path = state_path(state_dir, memory, remote)
+        self.state = SyncState.load(self.state_path)
+        if self.state.replica != replica:
+            # Another replica id than last time (the fix a clash message asks for): our hub
+            # file is another file, and what we knew of the old one says nothing about it.
+            st = self.state
+            st.own_size, st.own_tail, st.own_generation, st.pushed = None, "", None, None
+            st.own_hub_generation = None
+            st.replica = replica
+        self.hub = DigestStore(hub_store_path(state_dir, memory, remote))
+        self.index = FileIndex(local, index_path(state_dir, local))
+        self.own = replica + _SUFFIX
+        self.report = SyncReport(memory, remote)
+        self._last_tail = b""
+        self._own_listed: str | None = None  # our file's generation in this pass's listing
+        self._own_read = 0  # how far the pull read our own hub file (when it had to)
+
+    def close(self) -> None:
+        self.hub.close()
+        self.index.close()
+
+    def where(self, name: str = "") -> str:
+        return f"{self.remote}:{self.memory}/{name}"
+
+    # Pull
+
+    def _read_generation(self, name: str) -> str | None:
+        head = self.t.read(self.memory, name, 0, _HEAD_BYTES)
+        if b"\n" not in head and len(head) == _HEAD_BYTES:  # a long header: read it whole
+            head = self.t.read(self.memory, name, 0, 64 * 1024)
+        self.report.pulled_bytes += len(head)
+        return _generation(head)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _is_record(raw: bytes) -> bool:
+    try:
+        return type(classify(raw)) is Record
+    except MemsyncError:  # a header of a format memsync does not read
+        return False
