@@ -44,7 +44,7 @@ from memsync.core.compaction import (
     MAX_HORIZON_DAYS,
     MAX_WAIT_SECONDS,
 )
-from memsync.core.names import valid_name
+from memsync.core.names import valid_name, valid_replica
 from memsync.errors import ConfigError
 from memsync.local.dirs import default_state_dir, xdg_dir
 from memsync.remote_url import RemoteURL, parse_remote_url
@@ -108,7 +108,16 @@ def _as_tuple(value: object) -> object:
     return tuple(value) if isinstance(value, list) else value
 
 
+def _check_replica(value: str) -> str:
+    """A replica id: a name that does not start with "." (hidden files are no replicas)."""
+    _check_name(value)
+    if not valid_replica(value):
+        raise ValueError(f"invalid replica id {value!r}: it must not start with '.'")
+    return value
+
+
 _Name = Annotated[str, AfterValidator(_check_name)]
+_Replica = Annotated[str, AfterValidator(_check_replica)]
 _Path = Annotated[Path, BeforeValidator(_expand_path)]
 
 
@@ -291,7 +300,7 @@ class Config(_Model):
 
     state_dir: _Path = Field(default_factory=default_state_dir)
     """Offsets, replica ids and status: a cache, safe to delete."""
-    replica: _Name | None = None
+    replica: _Replica | None = None
     """This machine's replica id; None means one made up once and kept in `state_dir`."""
     # --- issue 12 (hub encryption): one key, see memsync/keys.py ---
     key_file: _Path | None = None

@@ -440,6 +440,7 @@ def test_s3_only_and_ssh_only_keys(tmp_path: Path) -> None:
             "less than or equal to 36500",
         ),
         ('replica = ".."\n', "replica", "invalid name"),
+        ('replica = ".hidden"\n', "replica", "must not start with '.'"),
         ('replica = "' + "x" * 65 + '"\n', "replica", "invalid name"),
         ('state_dir = "relative"\n', "state_dir", "not an absolute path"),
         ("state_dir = 5\n", "state_dir", "expected a path string, got integer 5"),

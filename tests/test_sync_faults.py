@@ -698,3 +698,43 @@ def test_a_crash_right_after_compacting_our_hub_file_is_not_taken_for_a_clone(
     assert report["error"] is None
     assert kept.id.encode() in own.read_bytes()
     assert b"After the compaction." in own.read_bytes()
+
+
+# --- names that are no replica (issue 13, items 16 and 20) --------------------------------
+
+
+def test_hidden_files_in_a_hub_are_no_replicas(tmp_path: Path, hub: Path) -> None:
+    """`.hidden.jsonl` or macOS's `._laptop.jsonl` on an SMB share were counted as silent
+    replicas by status (holding tombstones back for ever); now they are ignored."""
+    laptop = make_replica(tmp_path, "laptop", str(hub))
+    laptop.memory().add("fact", "One.")
+    laptop.sync()
+    folder = hub_file(hub, laptop).parent
+    (folder / ".hidden.jsonl").write_bytes(
+        b'{"id": "x", "deleted": true, "created_at": "2026-01-01T00:00:00Z"}\n'
+    )
+    (folder / "._laptop.jsonl").write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+    (report,) = laptop.sync()
+    assert report["error"] is None
+    assert report["replicas"] == {}
+    assert report["pulled_records"] == 0
+
+
+@pytest.mark.parametrize("name", ["..", ".hidden", "a/b", ""])
+def test_forget_replica_refuses_what_is_no_replica_id(tmp_path: Path, hub: Path, name: str) -> None:
+    laptop = make_replica(tmp_path, "laptop", str(hub))
+    result = laptop.cli("forget-replica", name)
+    assert result.rc == 2
+    assert "is not a replica id" in result.err
+
+
+def test_an_invalid_replica_file_is_said_loudly_not_replaced(tmp_path: Path, hub: Path) -> None:
+    laptop = make_replica(tmp_path, "laptop", str(hub))
+    config = laptop.config.read_text(encoding="utf-8")
+    laptop.config.write_text(config.replace('replica = "laptop"\n', ""), encoding="utf-8")
+    laptop.state_dir.mkdir(parents=True, exist_ok=True)
+    (laptop.state_dir / "replica").write_text("not a name!\n", encoding="utf-8")
+    result = laptop.cli("sync")
+    assert result.rc != 0
+    assert "is not a replica id" in result.out + result.err
+    assert (laptop.state_dir / "replica").read_text(encoding="utf-8") == "not a name!\n"

@@ -190,8 +190,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_forget_replica(args: argparse.Namespace) -> int:
+    from memsync.core.names import valid_replica
     from memsync.hub.state import retired, set_retired
 
+    if not valid_replica(args.replica):
+        raise UsageError(
+            f"{args.replica!r} is not a replica id (1 to 64 of A-Z a-z 0-9 . _ -, not starting "
+            "with '.'); `memsync status` lists the replicas of each hub"
+        )
     config, _ = _daemon_config(args.config)
     names = retired(config.state_dir)
     if args.undo:

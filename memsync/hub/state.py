@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memsync.core.names import valid_replica
 from memsync.core.watermarks import MarksDoc, SnapshotDoc
-from memsync.errors import LockTimeout
-from memsync.hub.transports import validate_name
+from memsync.errors import LockTimeout, MemsyncError
 from memsync.local.lock import held
 from memsync.local.storage import atomic_replace
 
@@ -36,7 +36,9 @@ SNAPSHOTS = 64
 
 
 def _hostname_id() -> str:
-    host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
+    host = "".join(
+        c if c.isascii() and (c.isalnum() or c in "._-") else "-" for c in socket.gethostname()
+    )
     return f"{host.strip('.-')[:32] or 'replica'}-{_random.token_hex(3)}"
 
 
@@ -47,11 +49,18 @@ def resolve_replica(configured: str | None, state_dir: Path) -> str:
         return configured
     path = state_dir / "replica"
     try:
-        saved = path.read_text(encoding="utf-8").strip()
-        if validate_name(saved):
-            return saved
+        saved = path.read_text(encoding="utf-8", errors="replace").strip()
     except FileNotFoundError:
         pass
+    else:
+        if valid_replica(saved):
+            return saved
+        # Loudly (issue 13, item 20): a new random id would make this machine another
+        # replica in every hub, and leave its old file holding tombstones back for good.
+        raise MemsyncError(
+            f"{path}: {saved[:80]!r} is not a replica id; write this machine's id there "
+            "(1 to 64 of A-Z a-z 0-9 . _ -), or delete the file to have a new one made"
+        )
     new = _hostname_id()
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_replace(path, (new + "\n").encode())

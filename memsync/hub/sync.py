@@ -31,6 +31,7 @@ from pathlib import Path
 
 from memsync.core.lines import split_complete
 from memsync.core.merge import line_digest
+from memsync.core.names import valid_replica
 from memsync.core.watermarks import (
     WATERMARK_SUFFIX,
     covers,
@@ -83,10 +84,11 @@ class _Pass(PushPass):
             self.hub.clear()  # no record of what the hub holds: learn it again
         merged: dict[str, PeerState] = {}
         chunks: list[tuple[str, int, list[bytes]]] = []
+        files = [f for f in files if _replica_of(f.name) is not None]  # no hidden files
         for f in files:
             if f.name.endswith(WATERMARK_SUFFIX) and f.name != self.replica + WATERMARK_SUFFIX:
                 self._readmarks_of(f)
-            if not f.name.endswith(_SUFFIX) or f.name.startswith("."):
+            if not f.name.endswith(_SUFFIX):
                 continue
             peer = f.name[: -len(_SUFFIX)]
             if f.name == self.own:
@@ -113,10 +115,7 @@ class _Pass(PushPass):
             state.seen = (f.size, f.mtime)
             state.hub_generation = f.generation
             merged[peer] = state
-        known = {f.name[: -len(_SUFFIX)] for f in files if f.name.endswith(_SUFFIX)}
-        known |= {
-            f.name[: -len(WATERMARK_SUFFIX)] for f in files if f.name.endswith(WATERMARK_SUFFIX)
-        }
+        known = {r for f in files if (r := _replica_of(f.name)) is not None}
         self.report.replicas = {
             name: None if (m := self.state.marks.get(name)) is None else m.get("updated_at")
             for name in sorted(known - {self.replica})
@@ -243,6 +242,16 @@ class _Pass(PushPass):
             for name in self.report.replicas
             if (m := marks_of(name, self.state.marks.get(name))) is None or not covers(m, latest)
         )
+
+
+def _replica_of(name: str) -> str | None:
+    """The replica a hub file belongs to (`<replica>.jsonl` or its watermark file), or None
+    for any other file, a hidden one (`._laptop.jsonl`) or a name no replica can have."""
+    for suffix in (_SUFFIX, WATERMARK_SUFFIX):
+        if name.endswith(suffix):
+            replica = name[: -len(suffix)]
+            return replica if valid_replica(replica) else None
+    return None
 
 
 def sync_once(
