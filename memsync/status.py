@@ -72,6 +72,8 @@ class RemoteStatus(_Model):
     """The other replicas in the hub and when each last published its watermarks."""
     holding_back: list[str] = Field(default_factory=list)
     """Replicas that have not read everything yet: compaction keeps tombstones for them."""
+    skipped: list[str] = Field(default_factory=list)
+    """Peer files the last pass could not read, and why (a newer format): the rest syncs."""
     write_mode: str | None = None
     """S3 hubs: "conditional" (If-None-Match PUTs) or "plain" (the store ignores them)."""
 
@@ -82,6 +84,7 @@ class RemoteStatus(_Model):
         self.records_out += report.pushed_records
         self.held = list(report.held)
         self.replicas, self.holding_back = dict(report.replicas), list(report.holding_back)
+        self.skipped = list(report.skipped)
 
     def note_failure(self, error: str | None, now: int) -> None:
         """Take in a pass that failed at `now` with `error`."""

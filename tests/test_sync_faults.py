@@ -738,3 +738,31 @@ def test_an_invalid_replica_file_is_said_loudly_not_replaced(tmp_path: Path, hub
     assert result.rc != 0
     assert "is not a replica id" in result.out + result.err
     assert (laptop.state_dir / "replica").read_text(encoding="utf-8") == "not a name!\n"
+
+
+def test_one_peer_file_in_a_newer_format_is_skipped_and_the_rest_syncs(
+    tmp_path: Path, hub: Path
+) -> None:
+    """Issue 13, item 5: one peer file in `agent-memory/1.0` stopped every machine's sync of
+    that memory, pushes included. Now that file is skipped, named in the report (and in
+    `memsync status`), and everything else goes on."""
+    a = make_replica(tmp_path, "a", str(hub))
+    b = make_replica(tmp_path, "b", str(hub))
+    a.memory().add("fact", "From a.")
+    a.sync()
+    folder = hub_file(hub, a).parent
+    (folder / "future.jsonl").write_bytes(
+        b'{"format": "agent-memory/1.0", "created_at": "2026-11-01T00:00:00Z"}\n'
+        b'{"id": "f1", "kind": "fact", "text": "From the future.", '
+        b'"created_at": "2026-11-01T00:00:00Z"}\n'
+    )
+    b.memory().add("fact", "From b.")
+    result = b.cli("sync")
+    assert result.rc == 0, result.out + result.err
+    assert "skipped:" in result.out
+    assert "future.jsonl" in result.out
+    assert "unsupported format 'agent-memory/1.0'" in result.out
+    a.sync()
+    texts = {r.fields()["text"] for r in a.view().records}
+    assert texts == {"From a.", "From b."}  # b's push went through; nothing from 1.0
+    assert {r.fields()["text"] for r in b.view().records} == texts

@@ -86,6 +86,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 print(f"  bad line: {b['file']}:{b['line']}: {b['reason']} (not merged)")
             for h in r.held:
                 print(f"  held: id {h['id']} dated {h['created_at']} (future-dated; merged later)")
+            for why in r.skipped:
+                print(f"  skipped: {why}")
     failed = [r for r in reports if not r.ok]
     for r in failed:  # the summary above is for reading; errors also go where errors go
         print(f"memsync: {r.memory} <-> {r.remote}: {r.error}", file=sys.stderr)
@@ -181,6 +183,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                     state += f"; {len(r.held)} future-dated record(s) held"
                 if r.write_mode:
                     state += f"; S3 writes: {r.write_mode}"
+                if r.skipped:
+                    state += f"; {len(r.skipped)} peer file(s) skipped: {'; '.join(r.skipped)}"
                 print(
                     f"{mname:<12} {rname:<12} {last:<26} {r.records_in:>6} {r.records_out:>6}  {state}"
                 )

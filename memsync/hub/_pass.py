@@ -77,6 +77,9 @@ class SyncReport:
     """Each other replica in the hub, and when its watermarks were last published."""
     holding_back: list[str] = field(default_factory=list)
     """Replicas that have not read everything this one has seen: tombstones stay."""
+    skipped: list[str] = field(default_factory=list)
+    """Peer files not read, and why (a format this memsync does not read, rule 2): the
+    rest of the hub syncs on."""
 
     @property
     def ok(self) -> bool:

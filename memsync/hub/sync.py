@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from memsync.core.lines import split_complete
+from memsync.core.lines import classify, split_complete
 from memsync.core.merge import line_digest
 from memsync.core.names import valid_replica
 from memsync.core.watermarks import (
@@ -39,7 +39,7 @@ from memsync.core.watermarks import (
     parse_watermarks,
     snapshot_of,
 )
-from memsync.errors import MemsyncError, TransportError
+from memsync.errors import MemsyncError, TransportError, UnsupportedFormat
 from memsync.hub._pass import (
     _SUFFIX,
     HUB_TAIL_BYTES,
@@ -104,6 +104,12 @@ class _Pass(PushPass):
             state = self._checked(f, prior)
             reread = prior is not None and prior.offset > 0 and state.offset == 0
             lines, state = self._read_new(f.name, f.size, state)
+            refused = _unsupported(lines, self.where(f.name), state.line - len(lines))
+            if refused is not None and f.name != self.own:
+                # One peer in a newer format must not stop the others, nor our pushes
+                # (issue 13, item 5): skip its file, say so, read it again next time.
+                self.report.skipped.append(refused)
+                continue
             if f.name == self.own:
                 self._own_read = state.offset
             self.report.peers += f.name != self.own
@@ -242,6 +248,18 @@ class _Pass(PushPass):
             for name in self.report.replicas
             if (m := marks_of(name, self.state.marks.get(name))) is None or not covers(m, latest)
         )
+
+
+def _unsupported(lines: list[bytes], where: str, first_line: int) -> str | None:
+    """Why a hub file's lines cannot be read (a header naming a format other than
+    agent-memory/0.x, rule 2), or None. Only header-shaped lines are classified."""
+    for n, raw in enumerate(lines, first_line):
+        if raw.startswith(b'{"format"') or (raw.startswith(b"{") and b'"format"' in raw[:256]):
+            try:
+                classify(raw, source=where, line_no=n)
+            except UnsupportedFormat as exc:
+                return f"{exc}; this file is skipped until memsync is upgraded here"
+    return None
 
 
 def _replica_of(name: str) -> str | None:
