@@ -40,6 +40,7 @@ from memsync.local.fresh import now_us
 from memsync.local.lock import held
 from memsync.local.memory import Memory
 from memsync.local.reading import BadLineWatch
+from memsync.local.storage import private_dirs
 from memsync.status import (
     DaemonStatus,
     MemoryStatus,
@@ -119,7 +120,7 @@ class Daemon:
         """Run until SIGTERM or SIGINT. `announce`: lines logged once the PID lock is held
         (what it watches), so that a second daemon refused the lock says only why."""
         state_dir = self.config.state_dir
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dirs(state_dir)
         with self._pid_lock(state_dir):
             for line in announce:
                 logger.info("%s", line)

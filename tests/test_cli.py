@@ -455,3 +455,30 @@ def test_a_folder_given_as_the_memory_file_is_named_as_such(
     status, _, err = run(capsys, "show", tmp_path)
     assert status == 2
     assert f"{tmp_path}: is a folder, not a memory file" in err
+
+
+def test_folders_memsync_creates_are_private(
+    tmp_path: Path, memfile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13, item 20: a new `merge --into` folder (and every missing one above it) was
+    0755; like the state directory, they are 0700 now."""
+    for flags in ([], ["--no-index"]):
+        dest = tmp_path / f"new{len(flags)}" / "deeper" / "dest.jsonl"
+        status, _, err = run(capsys, "merge", memfile, "--into", dest, *flags)
+        assert status == 0, err
+        for folder in (dest.parent, dest.parent.parent):
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_a_file_without_a_header_is_read_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 2: a file without a header line is still read, with a warning."""
+    path = tmp_path / "bare.jsonl"
+    path.write_bytes(entry_line("a1a1a1a1a1a1", "2026-11-01T00:00:00Z", "No header."))
+    status, out, err = run(capsys, "show", path)
+    assert status == 0
+    assert "No header." in out
+    assert f"{path}: no agent-memory header on its first line" in err
+    _, _, err = run(capsys, "show", tmp_path / ".." / tmp_path.name / "bare.jsonl")
+    assert "no agent-memory header" in err

@@ -84,11 +84,12 @@ def existing(paths: Sequence[Path]) -> list[Path]:
     return list(paths)
 
 
-def report_bad(bad: Sequence[object]) -> None:
+def report_bad(bad: Sequence[object], headerless: Sequence[str] = ()) -> None:
+    log = logging.getLogger("memsync")
+    for name in headerless:  # SEMANTICS rule 2: read all the same, with a warning
+        log.warning("%s: no agent-memory header on its first line; read as agent-memory/0.1", name)
     if bad:
-        logging.getLogger("memsync").warning(
-            "%d bad line(s) skipped; `memsync check` lists them", len(bad)
-        )
+        log.warning("%d bad line(s) skipped; `memsync check` lists them", len(bad))
 
 
 def non_negative_arg(text: str) -> float:

@@ -87,7 +87,7 @@ def _show(args: argparse.Namespace) -> int:
             line = f"{rec.id}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
             out.write(line.encode("utf-8", "replace") + b"\n")
     out.flush()
-    report_bad(view.bad)
+    report_bad(view.bad, view.headerless)
     return EXIT_OK
 
 
@@ -112,7 +112,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 def _prompt(args: argparse.Namespace) -> int:
     view = view_of(existing(args.files), args.now)
     sys.stdout.write(prompt_of(view.records, args.scope, args.max_chars))
-    report_bad(view.bad)
+    report_bad(view.bad, view.headerless)
     return EXIT_OK
 
 

@@ -42,7 +42,7 @@ from memsync.hub.keys import Keyring, load_keyring
 from memsync.hub.state import SyncState, state_path
 from memsync.hub.transports import Transport
 from memsync.local.fresh import header_line, now_us
-from memsync.local.storage import atomic_replace
+from memsync.local.storage import atomic_replace, private_dirs
 
 __all__ = [
     "PLAIN",
@@ -236,7 +236,7 @@ class PlainCodec:
         state.own_size, state.own_tail, state.own_generation = None, "", None
         state.pushed, state.peers = None, {}
         state.save(state_path(state_dir, memory, self.remote))
-        marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dirs(marker.parent)
         atomic_replace(marker, (self.identity + "\n").encode())
 
     def _reencoded(self, lines: list[bytes], current: str, where: str) -> tuple[bytes, int]:

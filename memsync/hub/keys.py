@@ -19,6 +19,7 @@ from pathlib import Path
 
 from memsync.errors import KeyFileError
 from memsync.hub.crypto import KEY_BYTES, format_key, key_id, parse_key
+from memsync.local.storage import private_dirs
 
 __all__ = [
     "KEY_FILE_NAME",
@@ -59,7 +60,7 @@ class Keyring:
 
     def save(self) -> None:
         """Write the file atomically, mode 0600 from its first byte (directory 0700)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dirs(self.path.parent)
         text = _HEADER + "".join(f"{format_key(k)}\n" for k in self.keys)
         tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -18,7 +18,7 @@ from memsync.core.names import valid_replica
 from memsync.core.watermarks import MarksDoc, SnapshotDoc
 from memsync.errors import LockTimeout, MemsyncError
 from memsync.local.lock import held
-from memsync.local.storage import atomic_replace
+from memsync.local.storage import atomic_replace, private_dirs
 
 __all__ = [
     "PeerState",
@@ -62,7 +62,7 @@ def resolve_replica(configured: str | None, state_dir: Path) -> str:
             "(1 to 64 of A-Z a-z 0-9 . _ -), or delete the file to have a new one made"
         )
     new = _hostname_id()
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dirs(state_dir)
     atomic_replace(path, (new + "\n").encode())
     return new
 
@@ -110,7 +110,7 @@ class SyncState:
             return cls()  # a missing or unreadable cache: start over (a full re-read)
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dirs(path.parent)
         atomic_replace(path, json.dumps(asdict(self), indent=1).encode())
 
 
@@ -119,7 +119,7 @@ def pass_lock(state_dir: Path, memory: str, remote: str) -> Iterator[None]:
     """One pass at a time for a memory and a remote, across processes (the daemon and a
     `memsync sync` run at once must not both write our hub file)."""
     path = state_dir / "sync" / memory / f"{remote}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dirs(path.parent)
     busy = f"{path}: another memsync process is syncing {memory} with {remote}"
     with held(path, 60, lambda: LockTimeout(busy)):
         yield
@@ -136,5 +136,5 @@ def retired(state_dir: Path) -> set[str]:
 
 def set_retired(state_dir: Path, names: set[str]) -> None:
     """Record the replicas to forget (`memsync forget-replica`, and `--undo`)."""
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dirs(state_dir)
     atomic_replace(state_dir / "retired.json", json.dumps(sorted(names)).encode())

@@ -44,7 +44,7 @@ from memsync.local.dirs import default_state_dir
 from memsync.local.fileindex import TAIL_BYTES, tail_hash
 from memsync.local.fresh import now_us
 from memsync.local.reading import no_gc
-from memsync.local.storage import read_chunks, read_tail
+from memsync.local.storage import private_dirs, read_chunks, read_tail
 
 __all__ = [
     "LiveCache",
@@ -268,7 +268,7 @@ class TextIndex:
 
     def __init__(self, path: Path, db_path: Path) -> None:
         for folder in (db_path.parent.parent, db_path.parent):  # the state dir, then ours
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dirs(folder)
         self.path = path
         self._db = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
         os.chmod(db_path, 0o600)  # before the WAL exists: SQLite gives it the same mode

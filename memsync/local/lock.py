@@ -13,6 +13,7 @@ from filelock import FileLock
 from filelock import Timeout as _FileLockTimeout
 
 from memsync.errors import LockTimeout, MemsyncError
+from memsync.local.storage import private_dirs
 
 __all__ = ["DEFAULT_TIMEOUT", "file_lock", "held", "is_locked", "lock_path"]
 
@@ -32,6 +33,7 @@ def held(lock_file: Path, timeout: float, busy: Callable[[], MemsyncError]) -> I
     Raises:
         busy(): another process held it for longer than `timeout` seconds (0: try once).
     """
+    private_dirs(lock_file.parent)  # before filelock makes them 0755 (issue 13, item 20)
     lock = FileLock(lock_file, mode=0o600)
     try:
         lock.acquire(timeout=timeout)
@@ -45,6 +47,7 @@ def held(lock_file: Path, timeout: float, busy: Callable[[], MemsyncError]) -> I
 
 def is_locked(lock_file: Path) -> bool:
     """Whether another process holds the filelock `lock_file` right now."""
+    private_dirs(lock_file.parent)  # before filelock makes them 0755 (issue 13, item 20)
     lock = FileLock(lock_file, mode=0o600)
     try:
         lock.acquire(timeout=0)

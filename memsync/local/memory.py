@@ -33,7 +33,7 @@ from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
 from memsync.local.reading import CheckReport, MemoryView, check_files, prompt_of, view_of
-from memsync.local.storage import append_bytes, read_chunks, read_from, read_tail
+from memsync.local.storage import append_bytes, private_dirs, read_chunks, read_from, read_tail
 
 if TYPE_CHECKING:  # pydantic is imported only when a caller asks for its models (start-up)
     from memsync.models import Entry, Tombstone
@@ -75,7 +75,7 @@ class Memory:
         if not mem.path.exists():
             if not create:
                 raise FileNotFoundError(f"{mem.path}: no such memory file")
-            mem.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dirs(mem.path.parent)
             with file_lock(mem.path, mem.lock_timeout):
                 if not mem.path.exists():
                     fd = os.open(mem.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

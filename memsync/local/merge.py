@@ -36,7 +36,7 @@ from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.reading import no_gc, scan
-from memsync.local.storage import append_bytes, read_chunks
+from memsync.local.storage import append_bytes, private_dirs, read_chunks
 
 __all__ = [
     "MergeResult",
@@ -212,7 +212,7 @@ def apply_merge(pending: PendingMerge, *, lock_timeout: float = DEFAULT_TIMEOUT)
         plan = pending.plan
         data = plan.data()
         if data:
-            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dirs(dest.parent)
             append_bytes(dest, data, header=header_line(now_us()))
     return _result(pending, dry_run=False)
 
@@ -441,7 +441,7 @@ def merge_chunks(
                 continue
             data = plan.data()
             if data:
-                dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                private_dirs(dest.parent)
                 append_bytes(dest, data, header=header_line(at))
                 index.refresh()
         if not dry_run:

@@ -20,6 +20,7 @@ from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
+from memsync.errors import UnsupportedFormat
 from memsync.local.fresh import now_us
 from memsync.local.storage import read_chunks
 
@@ -61,6 +62,8 @@ class ScanResult:
     index: Index = field(default_factory=Index)
     bad: list[BadLine] = field(default_factory=list)
     headers: list[Header] = field(default_factory=list)
+    headerless: list[str] = field(default_factory=list)
+    """Files whose first line is not a header: read all the same, with a warning (rule 2)."""
 
 
 def scan(
@@ -80,6 +83,8 @@ def scan(
         for i, path in enumerate(paths):
             name = names[i] if names else str(path)
             for chunk in read_chunks(path):
+                if chunk.first_line == 1 and chunk.lines and not _is_header(chunk.lines[0]):
+                    result.headerless.append(name)
                 if visit is None:
                     bad, headers = result.index.fold_lines(
                         chunk.lines, source=name, first_line=chunk.first_line
@@ -89,6 +94,13 @@ def scan(
                 else:
                     _fold_visiting(result, chunk.lines, name, chunk.first_line, visit)
     return result
+
+
+def _is_header(raw: bytes) -> bool:
+    try:
+        return type(classify(raw)) is Header
+    except UnsupportedFormat:
+        return True  # a header all the same: reading it raises, as rule 2 says
 
 
 def _fold_visiting(
@@ -122,6 +134,8 @@ class MemoryView:
     records: list[Record]
     bad: list[BadLine]
     twins: list[tuple[Record, Record]]
+    headerless: list[str] = field(default_factory=list)
+    """Files read without a header on their first line (rule 2: read, with a warning)."""
 
     @property
     def entries(self) -> list[Entry]:
@@ -210,7 +224,7 @@ def view_of(paths: Sequence[Path], now: int | None = None) -> MemoryView:
     result = scan(paths)
     with no_gc():  # sorting a million live records allocates a million keys
         view: View = build_view(result.index, now_us() if now is None else now)
-    return MemoryView(view.live, result.bad, view.twins)
+    return MemoryView(view.live, result.bad, view.twins, result.headerless)
 
 
 def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:

@@ -25,6 +25,7 @@ __all__ = [
     "atomic_replace",
     "fsync_dir",
     "is_regular",
+    "private_dirs",
     "read_chunks",
     "read_chunks_fd",
     "read_from",
@@ -231,6 +232,20 @@ def atomic_replace(path: Path, data: bytes) -> None:
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     fsync_dir(path.parent)
+
+
+def private_dirs(folder: Path) -> None:
+    """Create `folder` and every missing folder above it with mode 0700 (a state
+    directory, a new memory file's folder): `Path.mkdir(parents=True, mode=...)` gives the
+    mode to the last one only, the others get 0755 (issue 13, item 20)."""
+    missing: list[Path] = []
+    for p in (folder, *folder.parents):
+        if p.exists():
+            break
+        missing.append(p)
+    for p in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another process
+            p.mkdir(mode=0o700)
 
 
 def is_regular(path: Path) -> bool:
