@@ -589,3 +589,47 @@ def test_cli_compact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["compact", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such memory file" in capsys.readouterr().err
     assert main(["compact", str(path), "--quiet-seconds", "-1"]) == 2
+
+
+# --- links and permissions (issue 13, item 13) ------------------------------------------
+
+
+def _with_garbage(path: Path) -> tuple[Memory, str]:
+    mem = Memory.open(path)
+    kept = mem.add("fact", "Kept.").id
+    for i in range(3):
+        old = mem.add("fact", f"Old {i}.")
+        mem.forget(old.id)
+    return mem, kept
+
+
+def test_compacting_through_a_symlink_compacts_the_target_and_keeps_the_link(
+    tmp_path: Path,
+) -> None:
+    """Renaming over the link turned it into a regular file: agents writing to the target
+    silently stopped syncing. Now the target is compacted and the link stays a link."""
+    target = tmp_path / "real" / "me.jsonl"
+    target.parent.mkdir()
+    _, kept = _with_garbage(target)
+    link = tmp_path / "me.jsonl"
+    link.symlink_to(target)
+    before = target.stat().st_size
+    compact_file(link, quiet_seconds=0, horizon_days=0)
+    assert link.is_symlink()
+    assert link.resolve() == target.resolve()
+    assert target.stat().st_size < before
+    Memory.open(link).add("fact", "Through the link.")
+    texts = {r.fields()["text"] for r in view_of([target]).records}
+    assert texts == {"Kept.", "Through the link."}
+    assert kept in {r.id for r in view_of([link]).records}
+
+
+def test_a_read_only_file_is_not_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "me.jsonl"
+    _with_garbage(path)
+    path.chmod(0o444)
+    before = path.read_bytes()
+    with pytest.raises(PermissionError, match="read-only"):
+        compact_file(path, quiet_seconds=0, horizon_days=0)
+    assert path.read_bytes() == before
+    assert (path.stat().st_mode & 0o777) == 0o444

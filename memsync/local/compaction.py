@@ -25,6 +25,7 @@ The file is never truncated or edited in place.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -149,6 +150,13 @@ def acknowledged_lines(
     return frozenset(t.raw for t in expiring if acknowledged(t))
 
 
+def _writable(path: Path) -> bool:
+    """Whether compaction may rewrite `path`: this process may write it (the permission an
+    append honours), and it has a write bit at all (a 0444 file is read-only even to root,
+    who may write anything: its owner said so)."""
+    return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+
+
 def compact_file(
     path: Path,
     *,
@@ -189,6 +197,11 @@ def compact_file(
     """
     at = now_us() if now is None else now
     horizon = round(horizon_days * DAY)
+    # A memory path that is a symbolic link: compact what it points to, and keep the link
+    # (renaming over the link would turn it into a file the agents no longer write).
+    path = Path(os.path.realpath(path))
+    if not dry_run and path.exists() and not _writable(path):
+        raise PermissionError(errno.EACCES, "read-only; compaction would rewrite it", str(path))
     if dry_run:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:

@@ -5,6 +5,7 @@ whole lines (SEMANTICS rule 13) and compaction copies late bytes (rule 16)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -21,8 +22,10 @@ DEFAULT_TIMEOUT = 30.0
 
 
 def lock_path(path: Path) -> Path:
-    """The lock file of a memory file."""
-    return path.with_name(path.name + ".lock")
+    """The lock file of a memory file: beside the file itself, symbolic links followed, so
+    that a writer through a link and one through the real path take the same lock."""
+    real = Path(os.path.realpath(path))
+    return real.with_name(real.name + ".lock")
 
 
 @contextmanager
