@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memsync.cli._common import positive_int_arg
 from memsync.core.records import KINDS
 from memsync.errors import ConfigError, MemsyncError
 
@@ -27,16 +28,6 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
     if not 0 < value < 65536:
         raise argparse.ArgumentTypeError(f"a port is from 1 to 65535, not {text}")
-    return value
-
-
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
     return value
 
 
@@ -170,7 +161,7 @@ def register(sub: Any) -> None:
     p.add_argument("--scope", default=None, help="the task's scope (global entries match too)")
     p.add_argument("--kind", action="append", choices=KINDS, default=[])
     p.add_argument("--min-confidence", type=_confidence, default=0.0, metavar="F")
-    p.add_argument("--limit", type=_limit, default=10, metavar="N")
+    p.add_argument("--limit", type=positive_int_arg, default=10, metavar="N")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_recall)
 
