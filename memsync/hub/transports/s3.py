@@ -44,6 +44,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import xxhash
 
 from memsync.errors import MemsyncError, TransportError, TransportTimeout
+from memsync.hub.transports._s3_errors import (
+    _DENIED,
+    _NO_CONDITIONAL,
+    _PRECONDITION,
+    _code,
+    _one_line,
+)
 from memsync.hub.transports._s3_layout import (
     _MODE_DIR,
     _File,
@@ -73,16 +80,6 @@ MERGE_SEGMENTS = 16
 """Our own hub file with more segments than this is rewritten as one by its compaction."""
 
 _CHECKSUM = "xxh3"  # user metadata: xxh3_64 hex of the segment, checked on whole-segment GETs
-_PRECONDITION = {"PreconditionFailed", "412"}
-_NO_CONDITIONAL = {"NotImplemented", "501", "InvalidArgument", "InvalidRequest"}
-_DENIED = {
-    "AccessDenied",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "InvalidToken",
-    "ExpiredToken",
-    "403",
-}
 
 
 class S3Transport:
@@ -476,22 +473,6 @@ class S3Transport:
 
 class _Vanished(Exception):
     """A listed segment is gone: its file was replaced since the listing."""
-
-
-def _code(exc: BaseException | None) -> str:
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return ""
-    error = response.get("Error") or {}
-    code = error.get("Code") if isinstance(error, dict) else None
-    if code:
-        return str(code)
-    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-    return str(status) if status else ""
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()).rstrip(" :.") or type(exc).__name__
 
 
 if TYPE_CHECKING:
