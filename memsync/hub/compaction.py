@@ -192,12 +192,15 @@ def compact_own_hub_file(
         size = transport.size(memory, own)
         if not size or size != state.own_size:
             return None  # unknown to us: the next pass checks it first
-        data = b""
-        while len(data) < size:
-            block = transport.read(memory, own, len(data), min(READ_BYTES, size - len(data)))
+        blocks: list[bytes] = []
+        done = 0
+        while done < size:  # a list joined once: `data += block` is quadratic in the size
+            block = transport.read(memory, own, done, min(READ_BYTES, size - done))
             if not block:
                 break
-            data += block
+            blocks.append(block)
+            done += len(block)
+        data = b"".join(blocks)
         tail = base64.b64decode(state.own_tail)
         if not data.endswith(tail):
             return None

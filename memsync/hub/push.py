@@ -126,15 +126,18 @@ class PushPass(PassBase):
         records, it is our own rewrite whose end we did not see (a crash or a lost reply
         right after the replace of its compaction, issue 13 item 9): take it as it is.
         Otherwise another machine writes it: a clash."""
-        data = b""
-        while len(data) < size:
-            block = self.t.read(self.memory, self.own, len(data), min(READ_BYTES, size - len(data)))
+        blocks: list[bytes] = []
+        done = 0
+        while done < size:
+            block = self.t.read(self.memory, self.own, done, min(READ_BYTES, size - done))
             if not block:
                 break
-            data += block
-        lines, _ = split_complete(data)
+            blocks.append(block)
+            done += len(block)
+        lines, _ = split_complete(b"".join(blocks))
         lines = self.codec.plain_lines(lines)
         records = [raw for raw in lines if _is_record(raw)]
+        self.index.refresh()  # our latest local records, to recognize them
         mine = self.index.intersection(
             [d for raw in records for d in (line_digest(raw), line_digest(raw + b"\r"))]
         )
