@@ -68,6 +68,7 @@ _COMPACT = "\0compact"  # the request to compact a memory, instead of a remote's
 class _Backoff:
     failures: int = 0
     next_try: float = 0.0
+    last_error: str | None = None  # logged again only when the cause changes
 
 
 @dataclass
@@ -261,7 +262,7 @@ class Daemon:
                     remote,
                     backoff.failures,
                 )
-            backoff.failures, backoff.next_try = 0, 0.0
+            backoff.failures, backoff.next_try, backoff.last_error = 0, 0.0, None
             self._note_returns(memory, remote, st.replicas, report.replicas, now)
             st.note_pass(report, now)
             st.write_mode = getattr(transport, "mode", None) or st.write_mode  # S3 only
@@ -278,6 +279,9 @@ class Daemon:
                 logger.warning(
                     "%s <-> %s: failing: %s (retrying with back-off)", memory, remote, report.error
                 )
+            elif report.error != backoff.last_error:  # and again when the cause changes
+                logger.warning("%s <-> %s: still failing, now: %s", memory, remote, report.error)
+            backoff.last_error = report.error
             backoff.failures += 1
             delay = min(BACKOFF_CAP, 2.0 ** min(backoff.failures, 12)) * random.uniform(0.8, 1.2)  # noqa: S311 (jitter)
             backoff.next_try = time.monotonic() + delay

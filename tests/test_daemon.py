@@ -827,6 +827,12 @@ def test_a_failing_remote_is_logged_once_when_it_fails_and_once_when_it_recovers
         st = a.status()
         assert st is not None
         assert st.memories[MEMORY].remotes["hub"].failing_since is not None
+        # Another cause (issue 13, item 10): logged again, once, saying what it is now.
+        hub.mkdir()
+        (hub / MEMORY).write_bytes(b"a file where the memory's folder should be")
+        wait_for(lambda: "<-> hub: still failing, now:" in a.stderr(), "the new cause")
+        (hub / MEMORY).unlink()
+        hub.rmdir()
     finally:
         away.rename(hub)
     line = wait_for(
@@ -839,6 +845,8 @@ def test_a_failing_remote_is_logged_once_when_it_fails_and_once_when_it_recovers
     failing = [ln for ln in log.splitlines() if "<-> hub: failing" in ln]
     assert len(failing) == 1, failing
     assert "hub folder missing or unreadable" in failing[0]
+    changed = [ln for ln in log.splitlines() if "still failing, now:" in ln]
+    assert len(changed) == 1, changed
     assert len(line) == 1
     attempts = int(re.findall(r"after (\d+) failed attempt", line[0])[0])
     assert attempts >= 2, "more attempts than log lines"
