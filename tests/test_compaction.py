@@ -633,3 +633,31 @@ def test_a_read_only_file_is_not_rewritten(tmp_path: Path) -> None:
         compact_file(path, quiet_seconds=0, horizon_days=0)
     assert path.read_bytes() == before
     assert (path.stat().st_mode & 0o777) == 0o444
+
+
+def test_lines_left_aside_by_a_killed_compaction_come_back_at_the_next_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13, item 8: a compaction killed right after its rename leaves the lines a
+    lock-free agent appended meanwhile in an aside link to the old inode. They were
+    invisible (and never synced) until the next compaction, a day later; now the next
+    command that touches the file copies them in, and the link goes."""
+    path = tmp_path / "me.jsonl"
+    _, kept = _with_garbage(path)
+    old = path.read_bytes()
+    offset = len(old)
+    late = b'{"id": "late00000001", "kind": "fact", "text": "Appended during compaction.", "created_at": "2026-11-30T00:00:00Z"}\n'
+    aside = tmp_path / f".me.jsonl.old-999999-{offset}"  # its compaction's process is dead
+    os.link(path, aside)
+    with open(path, "ab") as f:  # the agent's append reaches the old inode
+        f.write(late)
+    compacted = tmp_path / "compacted.jsonl"
+    compacted.write_bytes(old)  # what the killed compaction renamed in (same records)
+    os.replace(compacted, path)  # ... and then it was killed: no drain
+    assert b"Appended during compaction." not in path.read_bytes()
+
+    assert main(["show", str(path)]) == 0
+    assert "Appended during compaction." in capsys.readouterr().out
+    assert not aside.exists()
+    assert path.read_bytes().count(late) == 1
+    assert kept in {r.id for r in view_of([path]).records}

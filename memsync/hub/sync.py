@@ -59,6 +59,7 @@ from memsync.hub.state import (
     pass_lock,
 )
 from memsync.hub.transports import RemoteFile, Transport
+from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
 from memsync.local.merge import merge_chunks
 
@@ -290,6 +291,7 @@ def sync_once(
     pull's progress is kept; the push is not attempted after a failed pull).
     """
     started = time.monotonic()
+    recover_after_crash(local)  # lines a killed compaction left aside (rule 16)
     p = _Pass(
         memory=memory,
         local=local,

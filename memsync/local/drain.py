@@ -19,7 +19,9 @@ from memsync.core.compaction import (
     Rejected,
 )
 from memsync.core.timestamps import format_ts
-from memsync.local.fresh import header_line
+from memsync.errors import NotQuiet
+from memsync.local.fresh import header_line, now_us
+from memsync.local.lock import held, lock_path
 from memsync.local.procfs import Writer, writers
 from memsync.local.procfs import available as procfs_available
 from memsync.local.storage import CHUNK_BYTES, append_bytes
@@ -29,6 +31,7 @@ __all__ = [
     "clean_up",
     "drain",
     "finish_drain",
+    "recover_after_crash",
     "rejected_path",
     "set_aside",
     "unlink",
@@ -210,6 +213,34 @@ def clean_up(path: Path, now: int) -> None:
                 unlink(leftover)
         elif (m := _ASIDE.match(rest)) is not None:
             _recover(path, leftover, int(m.group(2)), now)
+
+
+def recover_after_crash(path: Path) -> None:
+    """What a compaction killed right after its rename left beside `path` (an aside link
+    to the old inode holding lines a lock-free writer appended meanwhile), copied into the
+    file now, at the start of any command or pass that touches it, not at the next
+    compaction a day later (issue 13, item 8; rule 16).
+
+    Costs one directory listing when nothing is left. Under the file's lock, taken once
+    without waiting: a busy file is left for the next command. A compaction still alive
+    (its pid in the link's name) is left to finish its own drain.
+    """
+    prefix = f".{path.name}.old-"
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    if not names:
+        return
+    for name in names:
+        m = _ASIDE.match(name[len(path.name) + 1 :])
+        if m is not None and _alive(int(m.group(1))):
+            return
+    try:
+        with held(lock_path(path), 0, lambda: NotQuiet(f"{path}: locked")):
+            clean_up(path, now_us())
+    except NotQuiet:
+        return
 
 
 def _stale(leftover: Path, m: re.Match[str] | None) -> bool:

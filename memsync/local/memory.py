@@ -29,6 +29,7 @@ from memsync.core.timestamps import format_ts, from_datetime
 from memsync.core.view import Index
 from memsync.errors import InvalidRecord, SecretRefused, UnknownId
 from memsync.local.compaction import CompactionResult, compact_file
+from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
@@ -84,6 +85,7 @@ class Memory:
                     finally:
                         os.close(fd)
         warn_if_network_fs(mem.path)
+        recover_after_crash(mem.path)  # lines a killed compaction left aside (rule 16)
         return mem
 
     # Reading

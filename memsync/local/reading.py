@@ -21,6 +21,7 @@ from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
 from memsync.errors import UnsupportedFormat
+from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
 from memsync.local.storage import read_chunks
 
@@ -82,6 +83,7 @@ def scan(
     with no_gc():
         for i, path in enumerate(paths):
             name = names[i] if names else str(path)
+            recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
             for chunk in read_chunks(path):
                 if chunk.first_line == 1 and chunk.lines and not _is_header(chunk.lines[0]):
                     result.headerless.append(name)
