@@ -482,3 +482,35 @@ def test_a_file_without_a_header_is_read_with_a_warning(
     assert f"{path}: no agent-memory header on its first line" in err
     _, _, err = run(capsys, "show", tmp_path / ".." / tmp_path.name / "bare.jsonl")
     assert "no agent-memory header" in err
+
+
+def test_every_subcommand_and_option_says_what_it_does() -> None:
+    """Issue 13, item 22: `--help` of every subcommand has a description, and every option
+    and argument a help text."""
+    import argparse
+
+    from memsync.cli import _build_parser
+
+    def bare(sub: argparse._SubParsersAction[argparse.ArgumentParser], prefix: str) -> list[str]:
+        out = []
+        for name, parser in sub.choices.items():
+            if not parser.description:
+                out.append(f"{prefix}{name}: no description")
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    out += bare(action, f"{prefix}{name} ")
+                elif action.help is None:
+                    out.append(f"{prefix}{name}: {'/'.join(action.option_strings) or action.dest}")
+        return out
+
+    parser = _build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert bare(sub, "") == []
+
+
+def test_help_says_what_now_and_scope_take(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["show", "--help"])
+    out = capsys.readouterr().out
+    assert "RFC 3339" in out
+    assert "--scope" in out

@@ -36,6 +36,7 @@ from memsync.cli._files import (
     cmd_prompt,
     cmd_show,
 )
+from memsync.cli._help import describe
 from memsync.cli._hubs import (
     cmd_check_config,
     cmd_daemon,
@@ -202,6 +203,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     for register in _EXTRA_COMMANDS:
         register(sub)
+    describe(sub)
     return parser
 
 
