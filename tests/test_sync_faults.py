@@ -740,8 +740,17 @@ def test_an_invalid_replica_file_is_said_loudly_not_replaced(tmp_path: Path, hub
     assert (laptop.state_dir / "replica").read_text(encoding="utf-8") == "not a name!\n"
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        b'{"format": "agent-memory/1.0", "created_at": "2026-11-01T00:00:00Z"}\n',
+        b'{"created_at": "2026-11-01T00:00:00Z", "x": "' + b"y" * 300 + b'", '
+        b'"format": "agent-memory/1.0"}\n',
+    ],
+    ids=["format-first", "format-last"],
+)
 def test_one_peer_file_in_a_newer_format_is_skipped_and_the_rest_syncs(
-    tmp_path: Path, hub: Path
+    tmp_path: Path, hub: Path, header: bytes
 ) -> None:
     """Issue 13, item 5: one peer file in `agent-memory/1.0` stopped every machine's sync of
     that memory, pushes included. Now that file is skipped, named in the report (and in
@@ -752,8 +761,7 @@ def test_one_peer_file_in_a_newer_format_is_skipped_and_the_rest_syncs(
     a.sync()
     folder = hub_file(hub, a).parent
     (folder / "future.jsonl").write_bytes(
-        b'{"format": "agent-memory/1.0", "created_at": "2026-11-01T00:00:00Z"}\n'
-        b'{"id": "f1", "kind": "fact", "text": "From the future.", '
+        header + b'{"id": "f1", "kind": "fact", "text": "From the future.", '
         b'"created_at": "2026-11-01T00:00:00Z"}\n'
     )
     b.memory().add("fact", "From b.")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memsync.cli._common import positive_int_arg
+from memsync.cli._common import confidence_arg, positive_int_arg
 from memsync.core.records import KINDS
 from memsync.errors import ConfigError, MemsyncError
 
@@ -129,16 +129,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _confidence(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"confidence must be from 0 to 1, not {text}")
-    return value
-
-
 def register(sub: Any) -> None:
     """Add `mcp`, `recall`, `export` and `import` to the `memsync` subparsers `sub`."""
     p = sub.add_parser("mcp", help="serve a memory to agents over MCP (stdio, or --http)")
@@ -160,7 +150,7 @@ def register(sub: Any) -> None:
     p.add_argument("query", metavar="QUERY")
     p.add_argument("--scope", default=None, help="the task's scope (global entries match too)")
     p.add_argument("--kind", action="append", choices=KINDS, default=[])
-    p.add_argument("--min-confidence", type=_confidence, default=0.0, metavar="F")
+    p.add_argument("--min-confidence", type=confidence_arg, default=0.0, metavar="F")
     p.add_argument("--limit", type=positive_int_arg, default=10, metavar="N")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_recall)

@@ -253,9 +253,10 @@ class _Pass(PushPass):
 
 def _unsupported(lines: list[bytes], where: str, first_line: int) -> str | None:
     """Why a hub file's lines cannot be read (a header naming a format other than
-    agent-memory/0.x, rule 2), or None. Only header-shaped lines are classified."""
+    agent-memory/0.x, rule 2), or None. Only lines holding `"format"` are classified
+    (a search in C, no copy): a header may put its keys in any order."""
     for n, raw in enumerate(lines, first_line):
-        if raw.startswith(b'{"format"') or (raw.startswith(b"{") and b'"format"' in raw[:256]):
+        if raw.find(b'"format"') >= 0:
             try:
                 classify(raw, source=where, line_no=n)
             except UnsupportedFormat as exc:
