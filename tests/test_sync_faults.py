@@ -8,6 +8,7 @@ project's own `InMemoryTransport` and a small wrapper transport inject the rest.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -344,13 +345,10 @@ def test_a_cloned_machine_reports_the_replica_id_clash_and_damages_nothing(
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a machine with a fresh state directory adopts a hub file of its replica id "
-    "that holds another machine's records (it cannot tell them from its own lost state), "
-    "appends to it and exits 0; the clash surfaces only at the other machine's next pass",
-)
 def test_a_second_machine_with_a_fresh_state_reports_the_clash(tmp_path: Path, hub: Path) -> None:
+    """Issue 13, item 11: one id configured on two machines. The second sees, before it
+    merges or appends anything, that the hub file was written by another installation
+    and holds records it never had; it stops with the fix in the message."""
     first = make_replica(tmp_path, "first", str(hub), replica_id="laptop")
     first.memory().add("fact", "Written on the first machine.")
     first.sync()
@@ -361,34 +359,50 @@ def test_a_second_machine_with_a_fresh_state_reports_the_clash(tmp_path: Path, h
     assert hub_file(hub, "laptop").read_bytes() == owned
     assert result.rc == 1
     _assert_clash_reported(result.out, "laptop")
+    assert "another memsync installation" in result.out
+    # Nothing of the first machine's was merged into the second's file either.
+    assert [r.fields()["text"] for r in second.view().records] == ["Written on the second machine."]
 
 
-def test_a_clash_without_shared_state_is_caught_by_the_other_machine_losing_nothing(
+def test_after_the_clash_a_new_id_syncs_both_machines_losing_nothing(
     tmp_path: Path, hub: Path
 ) -> None:
-    """What happens today in the case above: the first machine's next pass stops with the
-    clash; its own bytes are still there, whole, and nothing is lost once it takes a new
-    id."""
+    """The fix the message gives works: the first machine never noticed, and once the
+    second takes a new id both converge on every record."""
     first = make_replica(tmp_path, "first", str(hub), replica_id="laptop")
     first.memory().add("fact", "Written on the first machine.")
     first.sync()
-    owned = hub_file(hub, "laptop").read_bytes()
     second = make_replica(tmp_path, "second", str(hub), replica_id="laptop")
     second.memory().add("fact", "Written on the second machine.")
-    assert second.cli("sync").rc == 0
+    assert second.cli("sync").rc == 1
     first.memory().add("fact", "Written on the first machine, later.")
-    result = first.cli("sync")
-    assert result.rc == 1
-    _assert_clash_reported(result.out, "laptop")
-    shared = hub_file(hub, "laptop").read_bytes()
-    assert shared.startswith(owned)
+    assert first.cli("sync").rc == 0
     assert bad_lines(hub_file(hub, "laptop")) == []
 
-    renamed = make_replica(tmp_path, "first", str(hub), replica_id="laptop-2")
+    renamed = make_replica(tmp_path, "second", str(hub), replica_id="laptop-2")
     renamed.sync()
-    second.sync()
-    assert_converged([renamed, second])
+    first.sync()
+    assert_converged([renamed, first])
     assert len(renamed.view()) == 3
+
+
+def test_a_machine_that_lost_its_state_directory_takes_its_own_hub_file_back(
+    tmp_path: Path, hub: Path
+) -> None:
+    """The other side of item 11: a lost state directory (a new install token) with the
+    memory file intact is no clash: every record in the hub file is one of ours. It
+    pushes on, without a duplicate."""
+    first = make_replica(tmp_path, "first", str(hub), replica_id="laptop")
+    first.memory().add("fact", "Written before the state was lost.")
+    first.sync()
+    shutil.rmtree(first.state_dir)
+    first.memory().add("fact", "Written after.")
+    result = first.cli("sync")
+    assert result.rc == 0, result.out
+    texts = [
+        json.loads(line)["text"] for line in hub_file(hub, "laptop").read_text().splitlines()[1:]
+    ]
+    assert texts == ["Written before the state was lost.", "Written after."]
 
 
 # --- hostile and broken hubs ---------------------------------------------------------------
@@ -565,7 +579,9 @@ def _rewrite(old: bytes, variant: str, new_line: bytes) -> bytes:
     """A compacted version of a hub file: a new header (new generation), fewer lines, and
     one record the reader has not seen, shorter, as long as, or longer than `old`."""
     lines = old.split(b"\n")[1:-1]
-    header = header_line(now_us())
+    old_head = classify(old.split(b"\n", 1)[0])
+    install = old_head.install if isinstance(old_head, Header) else None
+    header = header_line(now_us(), install=install)  # the owner's: same installation
     kept = lines[::2]  # half the lines go (compaction keeps what the view needs)
     if variant == "shorter":
         return header + b"".join(raw + b"\n" for raw in [*kept, new_line])

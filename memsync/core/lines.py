@@ -55,10 +55,13 @@ class Header:
     """A header line: `{"format": "agent-memory/0.1", "created_at": ...}` (rule 2).
 
     `generation` is memsync's token for a rewritten file (compaction); None when absent.
+    `install` is the token of the memsync installation that writes a hub file (its state
+    directory's, issue 13 item 11); None when absent.
     """
 
     format: str
     generation: str | None
+    install: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,5 +290,5 @@ def _header(obj: dict[str, object], source: str, line_no: int) -> Header:
     if type(fmt) is not str or _SUPPORTED_FORMAT.match(fmt) is None:
         where = f"{source}:{line_no}" if line_no else source
         raise UnsupportedFormat(where, str(fmt))
-    gen = obj.get("generation")
-    return Header(fmt, gen if type(gen) is str else None)
+    gen, install = obj.get("generation"), obj.get("install")
+    return Header(fmt, gen if type(gen) is str else None, install if type(install) is str else None)

@@ -21,6 +21,7 @@ from memsync.hub.codec import PlainCodec
 from memsync.hub.state import (
     SyncState,
     hub_store_path,
+    install_token,
     state_path,
 )
 from memsync.hub.transports import Transport
@@ -134,6 +135,7 @@ class PassBase:
         self.hub = DigestStore(hub_store_path(state_dir, memory, remote))
         self.index = FileIndex(local, index_path(state_dir, local))
         self.own = replica + _SUFFIX
+        self.install = install_token(state_dir)  # written in our hub file's header
         self.report = SyncReport(memory, remote)
         self._last_tail = b""
         self._own_listed: str | None = None  # our file's generation in this pass's listing

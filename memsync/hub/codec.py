@@ -39,7 +39,7 @@ from pathlib import Path
 from memsync.errors import HubKeyMismatch, KeyFileError
 from memsync.hub.crypto import SCHEME, LineCipher
 from memsync.hub.keys import Keyring, load_keyring
-from memsync.hub.state import SyncState, state_path
+from memsync.hub.state import SyncState, install_token, state_path
 from memsync.hub.transports import Transport
 from memsync.local.fresh import header_line, now_us
 from memsync.local.storage import atomic_replace, private_dirs
@@ -116,9 +116,10 @@ class PlainCodec:
 
     # Writing
 
-    def header(self, now: int, generation: str) -> bytes:
-        """The header line of a new or rewritten hub file of ours."""
-        return header_line(now, generation)
+    def header(self, now: int, generation: str, install: str | None = None) -> bytes:
+        """The header line of a new or rewritten hub file of ours; `install` is this
+        installation's token (`memsync.hub.state.install_token`)."""
+        return header_line(now, generation, install)
 
     def encode_line(self, line: bytes) -> bytes:
         """The hub line of a plain line (neither with "\\n")."""
@@ -222,7 +223,7 @@ class PlainCodec:
                 raise HubKeyMismatch(f"{where} is {exc}") from None
             current = found or PLAIN
             if current != self.identity:
-                new, dropped = self._reencoded(lines, current, where)
+                new, dropped = self._reencoded(lines, current, where, install_token(state_dir))
                 t.replace(memory, own, new)
                 logger.warning(
                     "%s: rewritten %s (was %s)%s",
@@ -239,10 +240,12 @@ class PlainCodec:
         private_dirs(marker.parent)
         atomic_replace(marker, (self.identity + "\n").encode())
 
-    def _reencoded(self, lines: list[bytes], current: str, where: str) -> tuple[bytes, int]:
+    def _reencoded(
+        self, lines: list[bytes], current: str, where: str, install: str
+    ) -> tuple[bytes, int]:
         """Our own hub file's `lines` (written as `current`), written as this codec writes."""
         reader = self._reader(current, where)
-        out = [self.header(now_us(), _random.token_hex(8))]
+        out = [self.header(now_us(), _random.token_hex(8), install)]
         dropped = 0
         for raw in lines:
             if not raw.strip() or _header_identity_or_unknown(raw) is not None:
@@ -276,8 +279,8 @@ class EncryptedCodec(PlainCodec):
         self.identity = self.writer.key_id
         self._by_id = {c.key_id: c for c in self.ciphers}
 
-    def header(self, now: int, generation: str) -> bytes:
-        obj = json.loads(header_line(now, generation))
+    def header(self, now: int, generation: str, install: str | None = None) -> bytes:
+        obj = json.loads(header_line(now, generation, install))
         obj |= {"encryption": SCHEME, "key": self.identity}
         return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
 

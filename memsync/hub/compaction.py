@@ -32,7 +32,14 @@ from memsync.core.watermarks import (
 from memsync.errors import MemsyncError
 from memsync.hub._pass import HUB_TAIL_BYTES, READ_BYTES, b64
 from memsync.hub.codec import PlainCodec
-from memsync.hub.state import SyncState, hub_store_path, pass_lock, retired, state_path
+from memsync.hub.state import (
+    SyncState,
+    hub_store_path,
+    install_token,
+    pass_lock,
+    retired,
+    state_path,
+)
 from memsync.hub.transports import Transport
 from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
 from memsync.local.fileindex import DigestStore
@@ -216,7 +223,7 @@ def compact_own_hub_file(
             # rest of a write cut short, whose record was pushed again whole. Keep them.
             return None
         generation = _random.token_hex(8)
-        new = codec.header(at, generation) + b"".join(
+        new = codec.header(at, generation, install_token(state_dir)) + b"".join(
             codec.encode_line(r.raw) + b"\n" for r in plan.keep
         )
         if len(new) >= size:

@@ -56,7 +56,8 @@ class PushPass(PassBase):
         header = b""
         if data and expected == 0:
             gen = _random.token_hex(8)
-            header = self.codec.header(self.now, gen)  # issue 12: names scheme and key id
+            # issue 12: names scheme and key id; issue 13 item 11: and who writes the file
+            header = self.codec.header(self.now, gen, self.install)
             self.state.own_generation = gen
         # The codec encrypts (or not) and splits on line boundaries (issue 12); a transport
         # may ask for larger writes (S3: one object per write, so fewer).
@@ -102,17 +103,7 @@ class PushPass(PassBase):
             extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
             lines, end = split_complete(extra)
             lines = self.codec.plain_lines(lines)  # issue 12: judged as records, not ciphertext
-            # Only valid records tell whose bytes these are: a header is not one, nor is a
-            # torn line of ours that a pass whose answer was lost terminated. A record went
-            # out without the "\r" of a CRLF local line: either form is ours.
-            records = [raw for raw in lines if _is_record(raw)]
-            mine = self.index.intersection(
-                [d for raw in records for d in (line_digest(raw), line_digest(raw + b"\r"))]
-            )
-            if any(
-                line_digest(raw) not in mine and line_digest(raw + b"\r") not in mine
-                for raw in records
-            ):
+            if self._foreign(lines)[0]:
                 raise self._clash(f"{size - st.own_size} bytes appeared that we did not write")
             self.hub.add(map(line_digest, lines), self.now)
             st.own_size, st.own_tail = (
@@ -136,14 +127,7 @@ class PushPass(PassBase):
             done += len(block)
         lines, _ = split_complete(b"".join(blocks))
         lines = self.codec.plain_lines(lines)
-        records = [raw for raw in lines if _is_record(raw)]
-        self.index.refresh()  # our latest local records, to recognize them
-        mine = self.index.intersection(
-            [d for raw in records for d in (line_digest(raw), line_digest(raw + b"\r"))]
-        )
-        if any(
-            line_digest(raw) not in mine and line_digest(raw + b"\r") not in mine for raw in records
-        ):
+        if self._foreign(lines)[0]:
             raise self._clash(what)
         st = self.state
         st.own_size, st.own_tail = self._adopt(0, size)
@@ -174,14 +158,30 @@ class PushPass(PassBase):
         self.state.own_generation = self._read_generation(self.own)
         return cut, b64(data[:end][-HUB_TAIL_BYTES:])
 
-    def _clash(self, what: str) -> ReplicaClash:
+    def _foreign(self, lines: list[bytes]) -> tuple[int, int]:
+        """Of the records among `lines` (plain hub lines), how many are not among our local
+        records (bytes of another machine's), and how many are. Only valid records tell
+        whose bytes these are: a header is not one, nor a torn line of ours that a pass
+        whose answer was lost terminated. A record goes out without the "\\r" of a CRLF
+        local line: either form is ours."""
+        records = [raw for raw in lines if _is_record(raw)]
+        self.index.refresh()  # our latest local records, to recognize them
+        mine = self.index.intersection(
+            [d for raw in records for d in (line_digest(raw), line_digest(raw + b"\r"))]
+        )
+        foreign = sum(
+            line_digest(raw) not in mine and line_digest(raw + b"\r") not in mine for raw in records
+        )
+        return foreign, len(records) - foreign
+
+    def _clash(self, what: str, stopped: str = "Pushing to") -> ReplicaClash:
         return ReplicaClash(
             f"{self.where(self.own)}: our hub file holds bytes this machine did not write "
-            f"({what}): another machine uses the replica id {self.replica!r} (a cloned VM or "
-            "a copied home directory?). Give this machine a new id (a new id for the other "
-            'one would not clear this): set replica = "<new name>" in its config, or delete '
-            "the file 'replica' in its state directory; then sync again. Pushing to this "
-            "remote is stopped until then."
+            f"({what}): another machine uses the replica id {self.replica!r} (a cloned VM, "
+            "a copied home directory, or one id configured on two machines?). Give this "
+            "machine a new id (a new id for the other one would not clear this): set "
+            "replica = \"<new name>\" in its config, or delete the file 'replica' in its "
+            f"state directory; then sync again. {stopped} this remote is stopped until then."
         )
 
     def _write(self, offset: int, chunk: bytes, plain: list[bytes] | None = None) -> int:

@@ -24,6 +24,7 @@ __all__ = [
     "PeerState",
     "SyncState",
     "hub_store_path",
+    "install_token",
     "pass_lock",
     "resolve_replica",
     "retired",
@@ -62,6 +63,28 @@ def resolve_replica(configured: str | None, state_dir: Path) -> str:
             "(1 to 64 of A-Z a-z 0-9 . _ -), or delete the file to have a new one made"
         )
     new = _hostname_id()
+    private_dirs(state_dir)
+    atomic_replace(path, (new + "\n").encode())
+    return new
+
+
+def install_token(state_dir: Path) -> str:
+    """This installation's token, kept in the state directory (made on first use).
+
+    Written in the header of every hub file this machine writes (issue 13, item 11): a
+    machine that finds its replica id's hub file under another token, with records it
+    never had, knows another machine writes it (two machines configured with one id)
+    before it merges or appends anything. A state directory lost and made again gets a
+    new token; the records then tell (see `memsync.hub.sync`).
+    """
+    path = state_dir / "install"
+    try:
+        saved = path.read_text(encoding="utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        saved = ""
+    if len(saved) == 16 and all(c in "0123456789abcdef" for c in saved):
+        return saved
+    new = _random.token_hex(8)  # missing or damaged: only a hint, so a new one will do
     private_dirs(state_dir)
     atomic_replace(path, (new + "\n").encode())
     return new

@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from memsync.core.lines import classify, split_complete
+from memsync.core.lines import Header, classify, split_complete
 from memsync.core.merge import line_digest
 from memsync.core.names import valid_replica
 from memsync.core.watermarks import (
@@ -113,6 +113,7 @@ class _Pass(PushPass):
                 continue
             if f.name == self.own:
                 self._own_read = state.offset
+                self._check_adoption(lines, self.codec.plain_lines(lines))
             self.report.peers += f.name != self.own
             if lines:
                 # issue 12: decrypted (checked: mode, key, authentication) before any merge
@@ -138,6 +139,33 @@ class _Pass(PushPass):
             if peer == self.replica:
                 continue
             self.state.peers[peer] = state
+
+    def _check_adoption(self, lines: list[bytes], plain: list[bytes]) -> None:
+        """Before a pass without saved state takes our replica id's hub file as ours (its
+        `lines` from the start, and as `plain` lines) and merges it (issue 13, item 11).
+
+        Ours for sure when its header carries our installation's token. Otherwise (a lost
+        state directory, a file from an older memsync, or another machine's) the records
+        tell: a machine that lost its state directory still has its records, bar those its
+        own compaction dropped since; a second machine configured with the same replica id
+        has none of them. So: stop, before anything is merged or appended, when the file
+        holds records and not one of them is ours.
+        """
+        if not lines:
+            return
+        try:
+            head = classify(lines[0])
+        except MemsyncError:
+            head = None
+        if isinstance(head, Header) and head.install == self.install:
+            return
+        foreign, mine = self._foreign(plain)
+        if foreign and not mine:
+            raise self._clash(
+                f"{foreign} record(s) this machine never had, written by another memsync "
+                "installation",
+                stopped="Syncing with",
+            )
 
     def _unseen(self, chunks: list[Chunk]) -> list[Chunk]:
         """A peer file read again from its start (rewritten by its owner's compaction, or

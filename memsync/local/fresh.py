@@ -23,11 +23,14 @@ def new_id() -> str:
     return _random.token_hex(6)
 
 
-def header_line(now: int, generation: str | None = None) -> bytes:
-    """A header line for a new file (rule 2), with a generation token (new at each rewrite)."""
+def header_line(now: int, generation: str | None = None, install: str | None = None) -> bytes:
+    """A header line for a new file (rule 2), with a generation token (new at each rewrite)
+    and, for a hub file, the token of the installation that writes it (issue 13, item 11)."""
     obj = {
         "format": "agent-memory/0.1",
         "created_at": format_ts(now),
         "generation": generation or _random.token_hex(8),
     }
+    if install is not None:
+        obj["install"] = install
     return msgspec.json.encode(obj) + b"\n"
