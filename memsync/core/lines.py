@@ -19,11 +19,13 @@ from memsync.core.timestamps import EPOCH, Timestamp
 from memsync.errors import UnsupportedFormat
 
 __all__ = [
+    "LONG_LINE_KEPT",
     "MAX_LINE_BYTES",
     "BadLine",
     "Blank",
     "Header",
     "Invalid",
+    "LineSplitter",
     "Parsed",
     "classify",
     "split_complete",
@@ -104,6 +106,50 @@ def split_complete(data: bytes) -> tuple[list[bytes], int]:
         return [], 0
     lines = data[: end - 1].split(b"\n")
     return lines, end
+
+
+LONG_LINE_KEPT = MAX_LINE_BYTES + 2
+"""How much of a line over the limit a `LineSplitter` keeps: enough that it is still over
+the limit, CRLF terminator aside, so that it is reported as the bad line it is (rule 4)."""
+
+
+class LineSplitter:
+    """Splits a stream of blocks into complete lines (rule 1), in time linear in the bytes
+    and memory bounded by the blocks, not by the lines.
+
+    A line over `MAX_LINE_BYTES` is a bad line (rule 4): it is kept cut to
+    `LONG_LINE_KEPT` bytes, so a 200 MB line costs 64 KiB, is reported as too long, and
+    counts as one line. `keep_long=True` keeps every line whole (compaction sets bad lines
+    aside as they are); its time stays linear.
+    """
+
+    def __init__(self, *, keep_long: bool = False) -> None:
+        self._parts: list[bytes] = []  # the incomplete last line so far (maybe cut)
+        self._held = 0
+        self._keep_long = keep_long
+        self.pending = 0
+        """The length in the stream of the incomplete last line (a write in progress, or
+        a line not yet read to its end): the stream position minus this is the offset
+        just past the last complete line."""
+
+    def feed(self, block: bytes) -> tuple[list[bytes], bytes]:
+        """The lines that `block` completes (without their "\\n"), and the bytes they were
+        split from, as `split_complete` gives them (a long line cut as above)."""
+        last = block.rfind(b"\n")
+        if last < 0:
+            if self._keep_long or self._held < LONG_LINE_KEPT:
+                self._parts.append(block)
+                self._held += len(block)
+            self.pending += len(block)
+            return [], b""
+        cut_long = not self._keep_long and self._held >= LONG_LINE_KEPT
+        data = b"".join((*self._parts, block)) if self._parts else block
+        lines, cut = split_complete(data)
+        if cut_long:
+            lines[0] = lines[0][:LONG_LINE_KEPT]
+        rest = data[cut:]
+        self._parts, self._held, self.pending = ([rest] if rest else []), len(rest), len(rest)
+        return lines, data[:cut]
 
 
 class _Fields(msgspec.Struct, gc=False):

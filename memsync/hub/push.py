@@ -10,7 +10,7 @@ import json
 import secrets as _random
 from dataclasses import asdict
 
-from memsync.core.lines import classify, split_complete
+from memsync.core.lines import LineSplitter, classify, split_complete
 from memsync.core.merge import line_digest
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
@@ -137,16 +137,15 @@ class PushPass(PassBase):
 
     def _learn_own(self, begin: int, end: int) -> None:
         """Record that the hub holds the complete lines of our file in [begin, end)."""
-        pending = b""
+        splitter = LineSplitter()  # linear, whatever the lines (issue 13, item 4)
         while begin < end:
             data = self.t.read(self.memory, self.own, begin, min(READ_BYTES, end - begin))
             if not data:
                 break
             begin += len(data)
-            lines, cut = split_complete(pending + data)
+            lines, _ = splitter.feed(data)
             # The store holds plain lines' digests (issue 12: decrypted when encrypted).
             self.hub.add(map(line_digest, self.codec.plain_lines(lines)), self.now)
-            pending = (pending + data)[cut:]
 
     def _adopt(self, begin: int, size: int) -> tuple[int, str]:
         """Take our hub file as it is (complete lines); return its size and tail."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from memsync.core.lines import Header, classify, split_complete
+from memsync.core.lines import Header, LineSplitter, classify
 from memsync.core.merge import line_digest
 from memsync.core.names import valid_replica
 from memsync.core.watermarks import (
@@ -215,27 +215,34 @@ class _Pass(PushPass):
         return state
 
     def _read_new(self, name: str, size: int, state: PeerState) -> tuple[list[bytes], PeerState]:
-        """The complete lines past `state.offset`, and the state after them."""
+        """The complete lines past `state.offset`, and the state after them.
+
+        Streamed: a line over the limit of rule 4 (say 200 MB from a hostile peer) is kept
+        cut, still a bad line to report, so time and memory follow the limit and the read
+        size, not the line (issue 13, item 4)."""
         lines: list[bytes] = []
-        offset, pending = state.offset, b""
+        splitter = LineSplitter()
+        offset = state.offset
         generation = state.generation
-        window = self._last_tail  # the bytes just before `offset`, as far as known
+        recent = self._last_tail  # the last bytes read (or known) before `offset`
+        tail = recent  # the last bytes before the end of the last complete line
         while offset < size:
             data = self.t.read(self.memory, name, offset, min(READ_BYTES, size - offset))
             if not data:
                 break
             self.report.pulled_bytes += len(data)
             if offset == 0:
-                generation, window = _generation(data), b""
+                generation, recent, tail = _generation(data), b"", b""
             offset += len(data)
-            block, end = split_complete(pending + data)
-            lines += block
-            pending = (pending + data)[end:]
-            window = (window + data)[-(HUB_TAIL_BYTES + len(pending)) :]
-        done = offset - len(pending)
+            block, _ = splitter.feed(data)
+            if block:
+                lines += block
+                cut = len(data) - splitter.pending
+                tail = (recent + data[:cut])[-HUB_TAIL_BYTES:]
+            recent = (recent + data)[-HUB_TAIL_BYTES:]
+        done = offset - splitter.pending
         if done == state.offset:
             return [], state
-        tail = window[: len(window) - len(pending)][-HUB_TAIL_BYTES:]
         # Not enough seen: read it, unless the hub vouches for the bytes before (S3): then
         # the bytes at hand (a whole line at least) will do for a later check.
         if len(tail) < min(HUB_TAIL_BYTES, done) and not (tail and state.hub_generation):

@@ -270,7 +270,7 @@ class _Work:
         hasher = xxhash.xxh3_128()
         name = str(self.path)
         with no_gc():
-            for chunk in read_chunks_fd(self.fd):
+            for chunk in read_chunks_fd(self.fd, keep_long=True):  # bad lines go aside whole
                 lines, first, end, data = chunk.lines, chunk.first_line, chunk.end, chunk.data
                 hasher.update(data)
                 if first == 1 and lines:
@@ -315,7 +315,7 @@ class _Work:
                 acknowledged=acknowledged_lines(self.survey_, self.now, horizon, acknowledged),
             )
             self.plan = plan
-            for chunk in read_chunks_fd(self.fd, stop=self.end):
+            for chunk in read_chunks_fd(self.fd, stop=self.end, keep_long=True):
                 lines, first, data = chunk.lines, chunk.first_line, chunk.data
                 hasher.update(data)
                 bad += plan.account(lines, source=name, first_line=first)

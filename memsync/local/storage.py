@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsync.core.lines import split_complete
+from memsync.core.lines import LineSplitter
 
 __all__ = [
     "CHUNK_BYTES",
@@ -49,7 +49,8 @@ class Chunk:
         first_line: the 1-based line number of `lines[0]`.
         start: the byte offset of `lines[0]`.
         end: the byte offset just past the last "\\n" read.
-        data: the bytes from `start` to `end`, as read.
+        data: the bytes from `start` to `end`, as read (but for a line over the limit of
+            rule 4, cut, unless read with `keep_long`).
     """
 
     lines: list[bytes]
@@ -60,16 +61,24 @@ class Chunk:
 
 
 def read_chunks(
-    path: Path, start: int = 0, first_line: int = 1, chunk_bytes: int = CHUNK_BYTES
+    path: Path,
+    start: int = 0,
+    first_line: int = 1,
+    chunk_bytes: int = CHUNK_BYTES,
+    *,
+    keep_long: bool = False,
 ) -> Iterator[Chunk]:
     """Yield the complete lines of `path` from byte `start`, a chunk at a time (rule 1).
 
     A torn last line (no final "\\n") is not yielded: the last chunk's `end` stops before
-    it, so a reader that saves `end` reads it once it is complete.
+    it, so a reader that saves `end` reads it once it is complete. A line over the limit
+    of rule 4 is yielded cut (see `LineSplitter`), unless `keep_long`.
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        yield from read_chunks_fd(fd, start, first_line, chunk_bytes=chunk_bytes)
+        yield from read_chunks_fd(
+            fd, start, first_line, chunk_bytes=chunk_bytes, keep_long=keep_long
+        )
     finally:
         os.close(fd)
 
@@ -81,10 +90,16 @@ def read_chunks_fd(
     stop: int | None = None,
     *,
     chunk_bytes: int = CHUNK_BYTES,
+    keep_long: bool = False,
 ) -> Iterator[Chunk]:
     """`read_chunks` on an open file descriptor, from `start` up to `stop` (default: the
-    end), with `pread`: the descriptor's own offset is left alone."""
-    pending = b""
+    end), with `pread`: the descriptor's own offset is left alone.
+
+    Memory is bounded by `chunk_bytes`, whatever the lines (issue 13, item 4): a line over
+    the limit is yielded cut to `LONG_LINE_KEPT` bytes, still a bad line, and `data` is
+    then not the bytes read; `keep_long` keeps such lines whole (and `data` exact).
+    """
+    splitter = LineSplitter(keep_long=keep_long)
     offset, line_no, pos = start, first_line, start
     while stop is None or pos < stop:
         size = chunk_bytes if stop is None else min(chunk_bytes, stop - pos)
@@ -92,14 +107,12 @@ def read_chunks_fd(
         if not block:
             return
         pos += len(block)
-        data = pending + block if pending else block
-        lines, cut = split_complete(data)
-        if cut == 0:
-            pending = data
+        lines, data = splitter.feed(block)
+        if not lines:
             continue
-        pending = data[cut:]
-        yield Chunk(lines, line_no, offset, offset + cut, data[:cut])
-        offset += cut
+        end = pos - splitter.pending
+        yield Chunk(lines, line_no, offset, end, data)
+        offset = end
         line_no += len(lines)
 
 
