@@ -265,6 +265,17 @@ class Daemon:
             backoff.failures, backoff.next_try, backoff.last_error = 0, 0.0, None
             self._note_returns(memory, remote, st.replicas, report.replicas, now)
             st.note_pass(report, now)
+            for w in report.withheld:  # issue 13, item 6: a person must look at these
+                logger.warning(
+                    "%s <-> %s: withheld %s:%s, id %s: it looks like a credential (%s); "
+                    "neither merged nor pushed",
+                    memory,
+                    remote,
+                    w["file"],
+                    w["line"],
+                    w["id"],
+                    ", ".join(w["looks_like"]),
+                )
             st.write_mode = getattr(transport, "mode", None) or st.write_mode  # S3 only
             if report.pulled_records or report.pushed_records:
                 logger.info(

@@ -48,6 +48,10 @@ FAILING_TOO_LONG = 10 * 60 * SECOND
 STALE_AFTER = 3 * 60 * SECOND
 """A status older than this (the daemon rewrites it at least every 30 s) is stale."""
 
+WITHHELD_PROBLEM_DAYS = 7
+"""How long a withheld record (it looks like a credential) stays a problem in `status`."""
+_WITHHELD_KEPT = 20  # the status file keeps the latest ones only
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -74,6 +78,10 @@ class RemoteStatus(_Model):
     """Replicas that have not read everything yet: compaction keeps tombstones for them."""
     skipped: list[str] = Field(default_factory=list)
     """Peer files the last pass could not read, and why (a newer format): the rest syncs."""
+    withheld: list[dict[str, object]] = Field(default_factory=list)
+    """The latest records neither merged nor pushed because they look like they hold a
+    credential (issue 13, item 6), each with `at`, when it was met; a problem for
+    `WITHHELD_PROBLEM_DAYS` days."""
     write_mode: str | None = None
     """S3 hubs: "conditional" (If-None-Match PUTs) or "plain" (the store ignores them)."""
 
@@ -85,6 +93,9 @@ class RemoteStatus(_Model):
         self.held = list(report.held)
         self.replicas, self.holding_back = dict(report.replicas), list(report.holding_back)
         self.skipped = list(report.skipped)
+        if report.withheld:
+            self.withheld = [*self.withheld, *({**w, "at": now} for w in report.withheld)]
+            del self.withheld[:-_WITHHELD_KEPT]
 
     def note_failure(self, error: str | None, now: int) -> None:
         """Take in a pass that failed at `now` with `error`."""
@@ -186,7 +197,29 @@ def evaluate(status: DaemonStatus | None, running_pid: int | None, now: int) -> 
                         f"{mname} <-> {rname}: failing for {minutes:.0f} min: {remote.last_error}"
                     )
                 problems += _replica_problems(status, mname, rname, remote, now)
+                problems += _withheld_problems(mname, rname, remote, now)
     return Verdict(running_pid is not None, stale, problems)
+
+
+def _withheld_problems(mname: str, rname: str, remote: RemoteStatus, now: int) -> list[str]:
+    """Records withheld lately for looking like credentials: a person must look at them."""
+    recent = [
+        w
+        for w in remote.withheld
+        if now - int(str(w.get("at", 0))) < WITHHELD_PROBLEM_DAYS * 86_400 * SECOND
+    ]
+    if not recent:
+        return []
+    last = recent[-1]
+    looks = last.get("looks_like")
+    kinds = ", ".join(str(k) for k in looks) if isinstance(looks, list) else "a credential"
+    where = f"{last.get('file')}:{last.get('line')}, id {last.get('id')} ({kinds})"
+    problem = (
+        f"{mname} <-> {rname}: {len(recent)} record(s) withheld, neither merged nor pushed, "
+        f"because they look like credentials; the latest: {where}. Remove the secret where "
+        "it was written: `memsync forget <id>` on that machine"
+    )
+    return [problem]
 
 
 def _replica_problems(

@@ -10,6 +10,7 @@ JSON_KEYS = {
     "duplicates",
     "beaten",
     "held",
+    "withheld",
     "bad",
     "twins",
     "dry_run",

@@ -262,6 +262,7 @@ def test_json_output(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         "duplicates": 0,
         "beaten": 0,
         "held": [],
+        "withheld": [],
         "bad": [],
         "twins": [],
         "dry_run": False,

@@ -126,6 +126,7 @@ def test_json_output(
         "duplicates": 0,
         "beaten": 0,
         "held": [],
+        "withheld": [],
         "bad": [],
         "twins": [],
         "dry_run": False,

@@ -162,6 +162,11 @@ def _print_merge(result: MergeResult, as_json: bool, *, show_records: bool = Fal
             f"held: {h['file']}:{h['line']}: id {h['id']} dated {h['created_at']}, more "
             "than 24 h ahead of this clock; it will be merged when its time comes"
         )
+    for w in result.withheld:
+        print(
+            f"withheld: {w['file']}:{w['line']}: id {w['id']} looks like it holds a "
+            f"credential ({', '.join(w['looks_like'])}); not merged"
+        )
     for b in result.bad:
         print(f"bad line: {b['file']}:{b['line']}: {b['reason']} (not merged)")
     for t in result.twins:

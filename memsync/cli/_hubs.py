@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memsync.cli._common import (
     EXIT_FOUND,
@@ -88,10 +88,21 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 print(f"  held: id {h['id']} dated {h['created_at']} (future-dated; merged later)")
             for why in r.skipped:
                 print(f"  skipped: {why}")
+            for w in r.withheld:
+                print(f"  withheld: {_withheld_line(w)}")
     failed = [r for r in reports if not r.ok]
     for r in failed:  # the summary above is for reading; errors also go where errors go
         print(f"memsync: {r.memory} <-> {r.remote}: {r.error}", file=sys.stderr)
     return EXIT_FOUND if failed else EXIT_OK
+
+
+def _withheld_line(w: dict[str, Any]) -> str:
+    """One record not merged or pushed because it looks like a credential (issue 13, 6)."""
+    return (
+        f"{w['file']}:{w['line']}: id {w['id']} looks like it holds a credential "
+        f"({', '.join(w['looks_like'])}); not merged, not pushed: remove it where it was "
+        "written (`memsync forget <id>` there)"
+    )
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -185,6 +196,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                     state += f"; S3 writes: {r.write_mode}"
                 if r.skipped:
                     state += f"; {len(r.skipped)} peer file(s) skipped: {'; '.join(r.skipped)}"
+                if r.withheld:
+                    state += f"; {len(r.withheld)} record(s) withheld (they look like credentials)"
                 print(
                     f"{mname:<12} {rname:<12} {last:<26} {r.records_in:>6} {r.records_out:>6}  {state}"
                 )

@@ -32,6 +32,7 @@ import xxhash
 from memsync.core.clock import MAX_FUTURE
 from memsync.core.lines import BadLine, Invalid, classify
 from memsync.core.records import Record, canonical
+from memsync.core.secrets import record_secrets
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, wins
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "MergePlan",
     "MergeSteps",
     "Relevant",
+    "Withheld",
     "collect_incoming",
     "dest_relevant",
     "judge",
@@ -73,6 +75,19 @@ class Held:
     record: Record
 
 
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """An incoming record that looks like it holds a credential (issue 13, item 6): not
+    merged, reported with what it looks like. It stays where it came from (a peer's file,
+    a hub file) for its author to remove; the spec says never to store secrets in a memory
+    file, so one must not spread from machine to machine."""
+
+    source: str
+    line: int
+    id: str
+    kinds: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class MergePlan:
     """What a merge would append, and what it saw.
@@ -85,6 +100,7 @@ class MergePlan:
         duplicates: incoming records the file already holds (byte for byte or rule 7).
         beaten: incoming records older than something the file holds (rule 14).
         held: records dated more than `max_future` ahead: not merged yet.
+        withheld: records that look like they hold a credential: never merged.
         bad: bad lines of the sources: reported, never merged (rule 4).
         twins: (file's record, incoming record) pairs with one key, different content.
     """
@@ -94,6 +110,7 @@ class MergePlan:
     duplicates: int = 0
     beaten: int = 0
     held: list[Held] = field(default_factory=list)
+    withheld: list[Withheld] = field(default_factory=list)
     bad: list[BadLine] = field(default_factory=list)
     twins: list[tuple[Record, Record]] = field(default_factory=list)
 
@@ -125,6 +142,7 @@ class Incoming:
     batch: Index = field(default_factory=Index)
     known: int = 0
     held: list[Held] = field(default_factory=list)
+    withheld: list[Withheld] = field(default_factory=list)
     bad: list[BadLine] = field(default_factory=list)
 
     @property
@@ -182,7 +200,10 @@ def _collect_chunk(
         line_no = first_line + i
         parsed = classify(lines[i], source=source, line_no=line_no)
         if type(parsed) is Record:
-            if parsed.ts > limit:
+            secrets = record_secrets(parsed.raw)
+            if secrets:
+                inc.withheld.append(Withheld(source, line_no, parsed.id, tuple(secrets)))
+            elif parsed.ts > limit:
                 inc.held.append(Held(source, line_no, parsed))
             else:
                 inc.batch.add(parsed)
@@ -246,7 +267,7 @@ def supersession_targets(inc: Incoming, dest: Index) -> set[str]:
 def judge(inc: Incoming, dest: Index) -> MergePlan:
     """Second half of a merge: decide each candidate against `dest`, an index holding (at
     least) every destination record for which `dest_relevant` is true (rules 7, 10, 14)."""
-    plan = MergePlan(duplicates=inc.known, held=inc.held, bad=inc.bad)
+    plan = MergePlan(duplicates=inc.known, held=inc.held, withheld=inc.withheld, bad=inc.bad)
     superseded = dict(dest.superseded)
     chosen: list[Record] = []
     # Keys met with twins in the batch, and what was chosen of each: there, one record

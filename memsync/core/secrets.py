@@ -51,6 +51,10 @@ Decisions on borderline values (pinned by tests/core/test_secrets.py):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+import msgspec
 
 from memsync.core._secret_shapes import (
     _BACKTICK_PW,
@@ -70,7 +74,7 @@ from memsync.core._secret_shapes import (
     _plausible,
 )
 
-__all__ = ["SECRET_KINDS", "find_secrets"]
+__all__ = ["SECRET_KINDS", "find_secrets", "record_secrets"]
 
 # --- Values that need judging: bearer tokens, URL passwords, key assignments ----------------
 # The key parts of these patterns run on `text.lower()` without (?i): a case-insensitive
@@ -448,3 +452,46 @@ def find_secrets(text: str) -> list[str]:
         if "`" in text and ("pass" in low or "pw" in low):
             _backtick_password(text, low, spans, found)
     return sorted(found, key=_ORDER.__getitem__)
+
+
+# The fields of a record that are machine-written and checked for their shape by rule 3:
+# no credential can hide in a timestamp, a kind, a boolean or a number.
+_MACHINE_FIELDS = frozenset({"id", "created_at", "expires_at", "kind", "deleted", "confidence"})
+_decode = msgspec.json.Decoder().decode
+
+
+def record_secrets(raw: bytes) -> list[str]:
+    """What looks like a credential anywhere in a record's line `raw` (a valid record,
+    rule 4): its text, and every string of every other field but the machine-written ones
+    (scope, source, tags, supersedes, and unknown fields, nested or not), decoded so that
+    JSON escapes cannot hide a value. The short fields repeat across records (a session
+    id, a scope), so their verdicts are cached.
+
+    Used by `check` on a file, and on every record that arrives by merge or sync before it
+    is merged or pushed (issue 13, item 6): see `memsync.core.merge`.
+    """
+    obj = _decode(raw)
+    text = obj.get("text")
+    found = find_secrets(text) if type(text) is str else []
+    for key, value in obj.items():
+        if key != "text" and key not in _MACHINE_FIELDS:
+            for string in _strings(value):
+                found += _field_secrets(string)
+    return list(dict.fromkeys(found))
+
+
+def _strings(value: object) -> Iterator[str]:
+    if type(value) is str:
+        yield value
+    elif type(value) is list:
+        for item in value:
+            yield from _strings(item)
+    elif type(value) is dict:
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+
+
+@lru_cache(maxsize=4096)
+def _field_secrets(value: str) -> list[str]:
+    return find_secrets(value)

@@ -72,6 +72,9 @@ class SyncReport:
     error: str | None = None
     peers: int = 0
     held: list[dict[str, Any]] = field(default_factory=list)
+    withheld: list[dict[str, Any]] = field(default_factory=list)
+    """Records neither merged nor pushed because they look like they hold a credential
+    (issue 13, item 6): where each is, its id and what it looks like."""
     bad: list[dict[str, Any]] = field(default_factory=list)
     twins: int = 0
     replicas: dict[str, int | None] = field(default_factory=dict)

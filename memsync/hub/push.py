@@ -11,8 +11,9 @@ import secrets as _random
 from dataclasses import asdict
 
 from memsync.core.lines import LineSplitter, classify, split_complete
-from memsync.core.merge import line_digest
+from memsync.core.merge import Withheld, line_digest
 from memsync.core.records import Record
+from memsync.core.secrets import record_secrets
 from memsync.core.timestamps import format_ts
 from memsync.core.watermarks import (
     WATERMARK_SUFFIX,
@@ -29,6 +30,7 @@ from memsync.hub._pass import (
     b64,
 )
 from memsync.local.fileindex import Cursor, cursor_at, cursor_valid
+from memsync.local.merge import withheld_json
 from memsync.local.storage import read_chunks
 
 __all__ = ["PushPass"]
@@ -217,17 +219,25 @@ class PushPass(PassBase):
         offset, line = (cursor.offset, cursor.line) if cursor else (0, 1)
         out: list[bytes] = []
         seen: set[int] = set()
+        where = str(self.local)
         for chunk in read_chunks(self.local, offset, line):
             # A CRLF line goes out without its "\r": judge that form against the hub.
             lines = [raw.rstrip(b"\r") if raw.endswith(b"\r") else raw for raw in chunk.lines]
             digests = list(map(line_digest, lines))
             known = self.hub.intersection(digests)
-            for raw, digest in zip(lines, digests, strict=True):
+            for n, (raw, digest) in enumerate(zip(lines, digests, strict=True), chunk.first_line):
                 if digest in known or digest in seen:
                     continue
-                if type(classify(raw)) is Record:  # bad lines never spread (rule 4)
-                    seen.add(digest)
-                    out.append(raw)
+                rec = classify(raw)
+                if type(rec) is not Record:  # bad lines never spread (rule 4)
+                    continue
+                seen.add(digest)
+                secrets = record_secrets(raw)
+                if secrets:  # nor do credentials (issue 13, item 6)
+                    w = Withheld(where, n, rec.id, tuple(secrets))
+                    self.report.withheld.append(withheld_json(w))
+                    continue
+                out.append(raw)
             offset, line = chunk.end, chunk.first_line + len(chunk.lines)
         data = b"".join(raw + b"\n" for raw in out)
         return data, len(out), cursor_at(self.local, offset, line)

@@ -132,6 +132,7 @@ class _Pass(PushPass):
             result = merge_chunks(self.index, chunks, now=self.now)
             self.report.pulled_records += result.appended
             self.report.held = result.held
+            self.report.withheld += result.withheld
             self.report.bad += result.bad
             self.report.twins = len(result.twins)
             self.hub.add((line_digest(raw) for _, _, lines in chunks for raw in lines), self.now)

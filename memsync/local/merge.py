@@ -24,6 +24,7 @@ from memsync.core.merge import (
     MergePlan,
     MergeSteps,
     Relevant,
+    Withheld,
     line_digest,
     merge_steps,
     relevant_index,
@@ -152,6 +153,8 @@ class MergeResult:
     duplicates: int = 0
     beaten: int = 0
     held: list[dict[str, Any]] = field(default_factory=list)
+    withheld: list[dict[str, Any]] = field(default_factory=list)
+    """Records not merged because they look like they hold a credential (issue 13, 6)."""
     bad: list[dict[str, Any]] = field(default_factory=list)
     twins: list[dict[str, Any]] = field(default_factory=list)
     dry_run: bool = False
@@ -166,6 +169,7 @@ class MergeResult:
             "duplicates": self.duplicates,
             "beaten": self.beaten,
             "held": self.held,
+            "withheld": self.withheld,
             "bad": self.bad,
             "twins": self.twins,
             "dry_run": self.dry_run,
@@ -267,6 +271,12 @@ def merge_files(
     raise FileReplaced(str(dest))
 
 
+def withheld_json(w: Withheld) -> dict[str, Any]:
+    """A withheld record as reports and the status file give it: where, which id, and
+    what it looks like (never the value)."""
+    return {"file": w.source, "line": w.line, "id": w.id[:80], "looks_like": list(w.kinds)}
+
+
 def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
     plan = pending.plan
     return MergeResult(
@@ -285,6 +295,7 @@ def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
             }
             for h in plan.held
         ],
+        withheld=[withheld_json(w) for w in plan.withheld],
         bad=[{"file": b.file, "line": b.line, "reason": b.reason} for b in plan.bad],
         twins=[{"id": a.id, "created_at": format_ts(a.ts)} for a, _ in plan.twins],
         dry_run=dry_run,
@@ -480,6 +491,7 @@ def _add_up(total: MergeResult, part: MergeResult, *, keep_records: bool) -> Non
     total.duplicates += part.duplicates
     total.beaten += part.beaten
     total.held += part.held
+    total.withheld += part.withheld
     total.bad += part.bad
     total.twins += part.twins
     if keep_records:

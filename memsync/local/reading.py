@@ -7,17 +7,14 @@ import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import msgspec
 
 from memsync.core.clock import FUTURE_TOLERANCE
 from memsync.core.lines import BadLine, Header, Invalid, classify
 from memsync.core.prompt import PromptEntry, render_prompt
 from memsync.core.records import Record
-from memsync.core.secrets import find_secrets
+from memsync.core.secrets import record_secrets
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
 from memsync.errors import UnsupportedFormat
@@ -37,7 +34,6 @@ __all__ = [
     "check_files",
     "no_gc",
     "prompt_of",
-    "record_secrets",
     "scan",
     "view_of",
 ]
@@ -193,34 +189,6 @@ def _text(rec: Record) -> str:
     return rec.raw.decode("utf-8", "replace")
 
 
-class _Texts(msgspec.Struct, gc=False):
-    """The human-written strings of a record: what a secret could hide in."""
-
-    text: str = ""
-    scope: str = ""
-    source: str | None = None
-    tags: list[str] = []
-
-
-_decode_texts = msgspec.json.Decoder(_Texts).decode
-
-
-def record_secrets(rec: Record) -> list[str]:
-    """What looks like a credential in the human-written strings of a record (its text,
-    scope, source and tags), decoded so that JSON escapes cannot hide a value. The short
-    fields repeat across records (a session id, a scope), so their verdicts are cached."""
-    t = _decode_texts(rec.raw)
-    found = find_secrets(t.text)
-    for value in (t.scope, t.source or "", *t.tags):
-        found += _field_secrets(value)
-    return list(dict.fromkeys(found))
-
-
-@lru_cache(maxsize=4096)
-def _field_secrets(value: str) -> list[str]:
-    return find_secrets(value)
-
-
 def view_of(paths: Sequence[Path], now: int | None = None) -> MemoryView:
     """The view of several memory files together (rules 1 to 12)."""
     result = scan(paths)
@@ -239,7 +207,7 @@ def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
         if rec.ts > limit:
             future.append((name, line, rec))
         if not rec.deleted:
-            for what in record_secrets(rec):
+            for what in record_secrets(rec.raw):
                 found.append(SecretFinding(name, line, what))
 
     result = scan(paths, visit=visit)
