@@ -43,17 +43,20 @@ class PushPass(PassBase):
         size = self.t.size(self.memory, self.own) or 0
         expected = self._verified_size(size)
         if size > expected:
-            # A torn last line, ours, from a write cut short: terminate it so that it stays
-            # its own bad line (rule 1); its record is pushed again whole below.
-            torn = self.t.read(self.memory, self.own, expected, size - expected)
-            self.state.own_size, self.state.own_tail = (
-                size,
-                b64((base64.b64decode(self.state.own_tail) + torn)[-HUB_TAIL_BYTES:]),
-            )
-            expected = self._write(size, b"\n")
-            # Now a complete line of the hub: when the cut fell just before its "\n" it is
-            # a whole record, and pushing that record again would duplicate it.
-            self.hub.add(map(line_digest, self.codec.plain_lines([torn])), self.now)  # issue 12
+            # A torn last line, ours, from a write cut short (a dropped session, a full
+            # disk). No peer has read it: readers take complete lines only.
+            cut = getattr(self.t, "truncate", None)
+            if cut is not None:
+                # Take it back (issue 13, item 14); its record is pushed again whole below.
+                cut(self.memory, self.own, expected)
+                if (self.t.size(self.memory, self.own) or 0) != expected:
+                    raise TransportError(
+                        f"{self.where(self.own)}: could not cut a torn write back to "
+                        f"{expected} bytes; it will be checked again on the next pass"
+                    )
+            else:
+                expected = self._terminate(size, expected)
+
         data, count, cursor = self._outgoing()
         header = b""
         if data and expected == 0:
@@ -69,6 +72,20 @@ class PushPass(PassBase):
         self.report.pushed_records += count
         if cursor is not None:
             self.state.pushed = asdict(cursor) | {"tail": cursor.tail.hex()}
+
+    def _terminate(self, size: int, expected: int) -> int:
+        """For a hub that cannot cut a file (S3, where writes do not tear anyway): end our
+        torn last line with a newline, so that it stays its own bad line (rule 1)."""
+        torn = self.t.read(self.memory, self.own, expected, size - expected)
+        self.state.own_size, self.state.own_tail = (
+            size,
+            b64((base64.b64decode(self.state.own_tail) + torn)[-HUB_TAIL_BYTES:]),
+        )
+        expected = self._write(size, b"\n")
+        # Now a complete line of the hub: when the cut fell just before its "\n" it is
+        # a whole record, and pushing that record again would duplicate it.
+        self.hub.add(map(line_digest, self.codec.plain_lines([torn])), self.now)  # issue 12
+        return expected
 
     def _verified_size(self, size: int) -> int:
         """Where our next write goes, after checking our hub file holds only our bytes."""

@@ -165,18 +165,41 @@ class LocalDirTransport:
                 size = os.fstat(fd).st_size
                 if offset > size:
                     raise TransportError(f"{where}: cannot write at {offset}, past the end {size}")
-                view = memoryview(data)
-                while view:
-                    written = os.pwrite(fd, view, offset)
-                    view = view[written:]
-                    offset += written
-                os.fsync(fd)
+                start, view = offset, memoryview(data)
+                try:
+                    while view:
+                        written = os.pwrite(fd, view, offset)
+                        view = view[written:]
+                        offset += written
+                    os.fsync(fd)
+                except OSError:
+                    # A full disk or a quota: take the partial write back, so that no torn
+                    # line stays in the hub (issue 13, item 14); the error names the file.
+                    if start == size:
+                        with suppress(OSError):
+                            os.ftruncate(fd, size)
+                    raise
                 size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
             if created:
                 os.fsync(dir_fd)
             return size
+
+    def truncate(self, folder: str, name: str, size: int) -> None:
+        """Cut our own file back to `size` bytes: a torn write of ours, after a failure
+        that could not take it back itself (see `memsync.hub.push`)."""
+        check_name(str(self.root), folder, name)
+        where = self._where(folder, name)
+        with self._folder(folder, create=False) as dir_fd, map_errors(where):
+            if dir_fd is None:
+                raise TransportError(f"{where}: does not exist; cannot cut it to {size}")
+            fd = self._open(dir_fd, folder, name, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def replace(self, folder: str, name: str, data: bytes) -> None:
         check_name(str(self.root), folder, name)

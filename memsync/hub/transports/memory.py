@@ -87,6 +87,11 @@ class InMemoryTransport:
             raise TransportError(f"memory:{folder}/{name}: connection dropped mid-write")
         return len(current)
 
+    def truncate(self, folder: str, name: str, size: int) -> None:
+        self._enter(folder, name)
+        del self.files[(folder, name)][size:]
+        self.mtimes[(folder, name)] = time.time()
+
     def replace(self, folder: str, name: str, data: bytes) -> None:
         self._enter(folder, name)
         self.files[(folder, name)] = bytearray(data)

@@ -428,13 +428,37 @@ class SSHTransport:
                     f.chmod(0o600)
                 f.set_pipelined(False)  # each chunk acknowledged before the next: no holes
                 f.seek(offset)
-                for start in range(0, len(data), _CHUNK):
-                    f.write(data[start : start + _CHUNK])
-                f.flush()
-                self._fsync(sftp, f)
+                try:
+                    for start in range(0, len(data), _CHUNK):
+                        f.write(data[start : start + _CHUNK])
+                    f.flush()
+                    self._fsync(sftp, f)
+                except OSError:
+                    # A full disk on the server (an SFTP failure status is an IOError):
+                    # take the partial write back while the session lives, so that no torn
+                    # line stays in the hub (issue 13, item 14). A dead session cannot:
+                    # the next pass cuts it off instead (memsync.hub.push).
+                    with suppress(Exception):
+                        f.truncate(offset)
+                    raise
                 return f.stat().st_size or 0
 
         return self._call(where, op)
+
+    def truncate(self, folder: str, name: str, size: int) -> None:
+        """Cut our own file back to `size` bytes (see `LocalDirTransport.truncate`)."""
+        check_name(self.url, folder, name)
+        where = f"{folder}/{name}"
+
+        def op(sftp: paramiko.SFTPClient) -> None:
+            path = self._path(folder, name)
+            attrs = self._lstat(sftp, path)
+            if attrs is None:
+                raise TransportError(f"{self.url}/{where}: does not exist; cannot cut it")
+            self._regular(attrs, where)
+            sftp.truncate(path, size)
+
+        self._call(where, op)
 
     def replace(self, folder: str, name: str, data: bytes) -> None:
         check_name(self.url, folder, name)
