@@ -27,6 +27,7 @@ merging and the digests of what the hub holds are about the plain records.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from memsync.core.lines import Header, LineSplitter, classify
@@ -73,6 +74,15 @@ __all__ = [
 ]
 
 
+PULL_BATCH_BYTES = 16 * 1024 * 1024
+"""A pull merges the lines of a hub file in batches of about this many bytes: its memory
+follows the batch, not the file (issue 14)."""
+
+
+class _Skipped(Exception):
+    """A peer file this memsync cannot read (a newer format): skipped, with the reason."""
+
+
 class _Pass(PushPass):
     """One pass for one memory and one remote (see the module docstring): the pull here,
     the push in `memsync.hub.push`, the state in `memsync.hub._pass`."""
@@ -83,15 +93,12 @@ class _Pass(PushPass):
         files = self.t.list_files(self.memory)
         if self.state.own_size is None:
             self.hub.clear()  # no record of what the hub holds: learn it again
-        merged: dict[str, PeerState] = {}
-        chunks: list[tuple[str, int, list[bytes]]] = []
         files = [f for f in files if _replica_of(f.name) is not None]  # no hidden files
         for f in files:
             if f.name.endswith(WATERMARK_SUFFIX) and f.name != self.replica + WATERMARK_SUFFIX:
                 self._readmarks_of(f)
             if not f.name.endswith(_SUFFIX):
                 continue
-            peer = f.name[: -len(_SUFFIX)]
             if f.name == self.own:
                 self._own_listed = f.generation
             if f.name == self.own and self.state.own_size is not None:
@@ -101,45 +108,63 @@ class _Pass(PushPass):
                     f"{self.where(f.name)}: {f.size} bytes, over the {MAX_PEER_BYTES} byte "
                     "limit for a hub file; refusing to read it"
                 )
-            prior = self.state.peers.get(peer)
-            state = self._checked(f, prior)
-            reread = prior is not None and prior.offset > 0 and state.offset == 0
-            lines, state = self._read_new(f.name, f.size, state)
-            refused = _unsupported(lines, self.where(f.name), state.line - len(lines))
-            if refused is not None and f.name != self.own:
+            try:
+                self._pull_file(f)
+            except _Skipped as skipped:
                 # One peer in a newer format must not stop the others, nor our pushes
                 # (issue 13, item 5): skip its file, say so, read it again next time.
-                self.report.skipped.append(refused)
-                continue
-            if f.name == self.own:
-                self._own_read = state.offset
-                self._check_adoption(lines, self.codec.plain_lines(lines))
-            self.report.peers += f.name != self.own
-            if lines:
-                # issue 12: decrypted (checked: mode, key, authentication) before any merge
-                where = self.where(f.name)
-                decoded = self.codec.decode(where, state.line - len(lines), lines, self.report.bad)
-                chunks += self._unseen(decoded) if reread else decoded
-            state.seen = (f.size, f.mtime)
-            state.hub_generation = f.generation
-            merged[peer] = state
+                self.report.skipped.append(str(skipped))
         known = {r for f in files if (r := _replica_of(f.name)) is not None}
         self.report.replicas = {
             name: None if (m := self.state.marks.get(name)) is None else m.get("updated_at")
             for name in sorted(known - {self.replica})
         }
-        if chunks:
-            result = merge_chunks(self.index, chunks, now=self.now)
-            self.report.pulled_records += result.appended
-            self.report.held = result.held
-            self.report.withheld += result.withheld
-            self.report.bad += result.bad
-            self.report.twins = len(result.twins)
-            self.hub.add((line_digest(raw) for _, _, lines in chunks for raw in lines), self.now)
-        for peer, state in merged.items():
-            if peer == self.replica:
-                continue
+
+    def _pull_file(self, f: RemoteFile) -> None:
+        """Read one hub file from where it was read last, and merge its new lines batch by
+        batch as they come (memory bounded by the batch, issue 14; merging is idempotent,
+        so a pass cut short merges nothing twice)."""
+        peer, where = f.name[: -len(_SUFFIX)], self.where(f.name)
+        own = f.name == self.own
+        prior = self.state.peers.get(peer)
+        state = self._checked(f, prior)
+        reread = prior is not None and prior.offset > 0 and state.offset == 0
+        first_batch = True
+
+        def consume(lines: list[bytes], first_line: int) -> None:
+            nonlocal first_batch
+            if first_batch:  # a header is only ever in the first batch
+                first_batch = False
+                refused = _unsupported(lines, where, first_line)
+                if refused is not None and not own:
+                    raise _Skipped(refused)
+                if own and first_line == 1:
+                    self._check_adoption(lines, self.codec.plain_lines(lines))
+            # issue 12: decrypted (checked: mode, key, authentication) before any merge
+            decoded = self.codec.decode(where, first_line, lines, self.report.bad)
+            self._merge(self._unseen(decoded) if reread else decoded)
+
+        state = self._read_new(f.name, f.size, state, consume)
+        if own:
+            self._own_read = state.offset
+        else:
+            self.report.peers += 1
+            state.seen = (f.size, f.mtime)
+            state.hub_generation = f.generation
             self.state.peers[peer] = state
+
+    def _merge(self, chunks: list[Chunk]) -> None:
+        """Merge a batch of hub lines into the local file (rule 14), and record that the
+        hub holds them."""
+        if not any(lines for _, _, lines in chunks):
+            return
+        result = merge_chunks(self.index, chunks, now=self.now)
+        self.report.pulled_records += result.appended
+        self.report.held = result.held  # every call offers the held ones again
+        self.report.withheld += result.withheld
+        self.report.bad += result.bad
+        self.report.twins += len(result.twins)
+        self.hub.add((line_digest(raw) for _, _, lines in chunks for raw in lines), self.now)
 
     def _check_adoption(self, lines: list[bytes], plain: list[bytes]) -> None:
         """Before a pass without saved state takes our replica id's hub file as ours (its
@@ -215,13 +240,22 @@ class _Pass(PushPass):
             return PeerState()
         return state
 
-    def _read_new(self, name: str, size: int, state: PeerState) -> tuple[list[bytes], PeerState]:
-        """The complete lines past `state.offset`, and the state after them.
+    def _read_new(
+        self,
+        name: str,
+        size: int,
+        state: PeerState,
+        consume: Callable[[list[bytes], int], None],
+    ) -> PeerState:
+        """Hand the complete lines past `state.offset` to `consume` (lines, number of the
+        first), in batches of about `PULL_BATCH_BYTES`; return the state after them.
 
         Streamed: a line over the limit of rule 4 (say 200 MB from a hostile peer) is kept
-        cut, still a bad line to report, so time and memory follow the limit and the read
-        size, not the line (issue 13, item 4)."""
-        lines: list[bytes] = []
+        cut, still a bad line to report, so time and memory follow the limit and the batch,
+        not the line or the file (issue 13, item 4; issue 14)."""
+        batch: list[bytes] = []
+        batch_bytes = 0
+        line_no = state.line
         splitter = LineSplitter()
         offset = state.offset
         generation = state.generation
@@ -237,22 +271,28 @@ class _Pass(PushPass):
             offset += len(data)
             block, _ = splitter.feed(data)
             if block:
-                lines += block
+                batch += block
+                batch_bytes += len(data)
                 cut = len(data) - splitter.pending
                 tail = (recent + data[:cut])[-HUB_TAIL_BYTES:]
+                if batch_bytes >= PULL_BATCH_BYTES:
+                    consume(batch, line_no)
+                    line_no += len(batch)
+                    batch, batch_bytes = [], 0
             recent = (recent + data)[-HUB_TAIL_BYTES:]
+        if batch:
+            consume(batch, line_no)
+            line_no += len(batch)
         done = offset - splitter.pending
         if done == state.offset:
-            return [], state
+            return state
         # Not enough seen: read it, unless the hub vouches for the bytes before (S3): then
         # the bytes at hand (a whole line at least) will do for a later check.
         if len(tail) < min(HUB_TAIL_BYTES, done) and not (tail and state.hub_generation):
             begin = max(0, done - HUB_TAIL_BYTES)
             tail = self.t.read(self.memory, name, begin, done - begin)
             self.report.pulled_bytes += len(tail)
-        return lines, PeerState(
-            done, state.line + len(lines), _hash(tail), generation, tail_len=len(tail)
-        )
+        return PeerState(done, line_no, _hash(tail), generation, tail_len=len(tail))
 
     def _readmarks_of(self, f: RemoteFile) -> None:
         """Read a peer's watermark file when it changed (untrusted: parsed defensively)."""

@@ -51,6 +51,7 @@ __all__ = [
     "plan_file_merge",
     "plan_records_merge",
     "read_digests",
+    "withheld_json",
 ]
 
 
