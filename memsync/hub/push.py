@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets as _random
+from collections.abc import Iterator
 from dataclasses import asdict
 
 from memsync.core.lines import LineSplitter, classify, split_complete
@@ -57,21 +58,21 @@ class PushPass(PassBase):
             else:
                 expected = self._terminate(size, expected)
 
-        data, count, cursor = self._outgoing()
-        header = b""
-        if data and expected == 0:
-            gen = _random.token_hex(8)
-            # issue 12: names scheme and key id; issue 13 item 11: and who writes the file
-            header = self.codec.header(self.now, gen, self.install)
-            self.state.own_generation = gen
-        # The codec encrypts (or not) and splits on line boundaries (issue 12); a transport
-        # may ask for larger writes (S3: one object per write, so fewer).
         limit = int(getattr(self.t, "push_chunk_bytes", PUSH_CHUNK_BYTES))
-        for chunk, plain in self.codec.chunks(header, data, limit):
-            expected = self._write(expected, chunk, plain)
-        self.report.pushed_records += count
-        if cursor is not None:
-            self.state.pushed = asdict(cursor) | {"tail": cursor.tail.hex()}
+        for data, count, cursor in self._outgoing():
+            header = b""
+            if data and expected == 0:
+                gen = _random.token_hex(8)
+                # issue 12: names scheme and key id; issue 13 item 11: and who writes it
+                header = self.codec.header(self.now, gen, self.install)
+                self.state.own_generation = gen
+            # The codec encrypts (or not) and splits on line boundaries (issue 12); a
+            # transport may ask for larger writes (S3: one object per write, so fewer).
+            for chunk, plain in self.codec.chunks(header, data, limit):
+                expected = self._write(expected, chunk, plain)
+            self.report.pushed_records += count
+            if cursor is not None:
+                self.state.pushed = asdict(cursor) | {"tail": cursor.tail.hex()}
 
     def _terminate(self, size: int, expected: int) -> int:
         """For a hub that cannot cut a file (S3, where writes do not tear anyway): end our
@@ -220,8 +221,10 @@ class PushPass(PassBase):
         self.report.pushed_bytes += len(chunk)
         return new_size
 
-    def _outgoing(self) -> tuple[bytes, int, Cursor | None]:
-        """The valid local records after the pushed cursor that the hub does not hold."""
+    def _outgoing(self) -> Iterator[tuple[bytes, int, Cursor | None]]:
+        """The valid local records after the pushed cursor that the hub does not hold, a
+        batch per chunk of the local file (memory bounded by the chunk, issue 14): each
+        with its count and the cursor just past it."""
         self.index.refresh()
         saved = self.state.pushed
         cursor = None
@@ -232,12 +235,14 @@ class PushPass(PassBase):
             if not cursor_valid(self.local, cursor):
                 cursor = None
         if not self.local.exists():
-            return b"", 0, None
+            return
         offset, line = (cursor.offset, cursor.line) if cursor else (0, 1)
-        out: list[bytes] = []
-        seen: set[int] = set()
         where = str(self.local)
         for chunk in read_chunks(self.local, offset, line):
+            out: list[bytes] = []
+            # Lines repeated within the chunk; across chunks, the hub store knows what the
+            # batches before were written (`_write` records it before the next is read).
+            seen: set[int] = set()
             # A CRLF line goes out without its "\r": judge that form against the hub.
             lines = [raw.rstrip(b"\r") if raw.endswith(b"\r") else raw for raw in chunk.lines]
             digests = list(map(line_digest, lines))
@@ -256,8 +261,8 @@ class PushPass(PassBase):
                     continue
                 out.append(raw)
             offset, line = chunk.end, chunk.first_line + len(chunk.lines)
-        data = b"".join(raw + b"\n" for raw in out)
-        return data, len(out), cursor_at(self.local, offset, line)
+            data = b"".join(raw + b"\n" for raw in out)
+            yield data, len(out), cursor_at(self.local, offset, line)
 
     def publish_watermarks(self) -> None:
         doc = {
