@@ -296,7 +296,7 @@ class Daemon:
             backoff.failures += 1
             delay = min(BACKOFF_CAP, 2.0 ** min(backoff.failures, 12)) * random.uniform(0.8, 1.2)  # noqa: S311 (jitter)
             backoff.next_try = time.monotonic() + delay
-            st.note_failure(report.error, now)
+            st.note_failure(report.error, now, report.error_kind)
             self._requests.add(memory, remote)
 
     def _note_returns(

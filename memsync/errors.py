@@ -140,6 +140,10 @@ class NotQuiet(MemsyncError):
 class ReplicaClash(MemsyncError):
     """Our own hub file holds bytes this replica did not write: two machines share an id."""
 
+    KIND = "replica-clash"
+    """The `error_kind` of a sync report and of the daemon's status for this error: pushes
+    are stopped until the user acts, so `memsync status` counts it a problem at once."""
+
 
 class TransportError(MemsyncError, OSError):
     """A remote could not be read or written. `message` reads well on its own (it names the

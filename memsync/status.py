@@ -1,6 +1,7 @@
 """The daemon's status document: written atomically to the state directory by the daemon,
 read by `memsync status`, which says plainly when something is wrong (the daemon is not
-running, its status is stale, a remote has been failing for more than 10 minutes).
+running, its status is stale, a remote has been failing for more than 10 minutes, or at
+once when another machine uses our replica id).
 
 Silent failure is the most common complaint about the sync tools people use today;
 memsync's answer is this file and the exit status of `memsync status`.
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsync.core.timestamps import SECOND
 from memsync.core.watermarks import came_back, standing
+from memsync.errors import ReplicaClash
 from memsync.local.lock import is_locked
 from memsync.local.storage import atomic_replace
 
@@ -66,6 +68,11 @@ class RemoteStatus(_Model):
     """The error of the last failed pass, cleared when a pass succeeds."""
     failing_since: int | None = None
     """When the current run of failures began; None while the remote works."""
+    error_kind: str | None = None
+    """What kind of failure `last_error` is: "replica-clash" (another machine uses our
+    replica id; pushes are stopped until the user acts, so `memsync status` counts it a
+    problem at once), or None (a failure that may pass by itself: a problem only after
+    `FAILING_TOO_LONG`). Absent from status files of earlier versions: read as None."""
     records_in: int = 0
     """Records pulled from the hub and merged into the local file, since the start."""
     records_out: int = 0
@@ -88,6 +95,7 @@ class RemoteStatus(_Model):
     def note_pass(self, report: SyncReport, now: int) -> None:
         """Take in a pass that succeeded at `now`."""
         self.last_success, self.last_error, self.failing_since = now, None, None
+        self.error_kind = None
         self.records_in += report.pulled_records
         self.records_out += report.pushed_records
         self.held = list(report.held)
@@ -97,9 +105,9 @@ class RemoteStatus(_Model):
             self.withheld = [*self.withheld, *({**w, "at": now} for w in report.withheld)]
             del self.withheld[:-_WITHHELD_KEPT]
 
-    def note_failure(self, error: str | None, now: int) -> None:
-        """Take in a pass that failed at `now` with `error`."""
-        self.last_error = error
+    def note_failure(self, error: str | None, now: int, kind: str | None = None) -> None:
+        """Take in a pass that failed at `now` with `error`, of `kind` (see `error_kind`)."""
+        self.last_error, self.error_kind = error, kind
         self.failing_since = self.failing_since or now
 
 
@@ -191,7 +199,13 @@ def evaluate(status: DaemonStatus | None, running_pid: int | None, now: int) -> 
         for mname, mem in status.memories.items():
             for rname, remote in mem.remotes.items():
                 since = remote.failing_since
-                if since is not None and now - since > FAILING_TOO_LONG:
+                if since is not None and remote.error_kind == ReplicaClash.KIND:
+                    # Stopped for good until the user acts: waiting would only hide it.
+                    problems.append(
+                        f"{mname} <-> {rname}: replica id clash, stopped until fixed: "
+                        f"{remote.last_error}"
+                    )
+                elif since is not None and now - since > FAILING_TOO_LONG:
                     minutes = (now - since) / SECOND / 60
                     problems.append(
                         f"{mname} <-> {rname}: failing for {minutes:.0f} min: {remote.last_error}"

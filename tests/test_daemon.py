@@ -18,6 +18,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -615,6 +616,49 @@ def test_an_unreachable_ssh_remote_is_reported_while_the_folder_remote_syncs(
     assert len(seen) <= 5, f"{len(seen)} status rewrites in 2 s of back-off"
     assert a.stop() == 0
     assert b.stop() == 0
+
+
+def test_a_replica_id_clash_is_a_problem_in_status_at_once(cluster: Cluster) -> None:
+    """Issue 13: a remote that cannot push because another machine uses our replica id (a
+    cloned VM) is stopped for good until the user acts; `memsync status` says so at once,
+    with the fix, instead of exiting 0 for the 10 minutes given to failures that pass."""
+    hub = cluster.hub()
+    a = cluster.folder_node("a", hub)
+    a.start()
+    rid = cli_add(a.memory, "written before the clone")
+    wait_for(lambda: rid in view_ids(a.hub_file(hub)), "A's first push")
+    assert a.stop() == 0
+    # The clone: another machine made from a copy of A's home (its memory file and state
+    # directory), so the same replica id and the same idea of what A's hub file holds.
+    clone = Node(cluster.root / "clone", "a", [Remote("hub", str(hub))])
+    clone.root.mkdir()
+    clone.write_config()
+    shutil.copytree(a.memory.parent, clone.memory.parent)
+    shutil.copytree(a.state, clone.state)
+    a.start()
+    cli_add(clone.memory, "written on the clone")
+    done = memsync("sync", "--config", str(clone.config))
+    assert done.returncode == 0, done.stdout + done.stderr  # it believes it is A
+    cli_add(a.memory, "written on A after the clone pushed")
+
+    def clashed() -> subprocess.CompletedProcess[str] | None:
+        st = a.status()
+        remote = None if st is None else st.memories[MEMORY].remotes["hub"]
+        if remote is None or remote.last_error is None:
+            return None
+        return memsync("status", "--config", str(a.config))
+
+    done = wait_for(clashed, "A's pass to meet the clash", interval=0.2)
+    problems = [ln for ln in done.stdout.splitlines() if ln.startswith("problem:")]
+    assert done.returncode == 1, done.stdout
+    [problem] = problems
+    assert problem.startswith("problem: m <-> hub: replica id clash, stopped until fixed: ")
+    assert "another machine uses the replica id 'a'" in problem
+    assert 'set replica = "<new name>"' in problem  # the fix
+    doc = json.loads(memsync("status", "--config", str(a.config), "--json").stdout)
+    assert doc["ok"] is False
+    assert doc["status"]["memories"][MEMORY]["remotes"]["hub"]["error_kind"] == "replica-clash"
+    assert a.stop() == 0
 
 
 # --- 6. the embedded default -----------------------------------------------------------------

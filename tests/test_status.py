@@ -179,6 +179,43 @@ def test_evaluate_boundaries() -> None:
     assert stopped.problems[0].startswith("the daemon is not running")
 
 
+def test_a_replica_clash_is_a_problem_at_once_and_gone_after_a_pass() -> None:
+    """Issue 13: a clash stops pushes until the user acts, so no grace period."""
+    now = 1_800_000_000 * SECOND
+    st = _status()
+    st.updated_at = now
+    remote = st.memories["me"].remotes["nas"]
+    clash = "nas:me/laptop.jsonl: another machine uses ..."
+    remote.note_failure(clash, now, "replica-clash")
+    assert evaluate(st, 1, now).problems == [
+        f"me <-> nas: replica id clash, stopped until fixed: {clash}"
+    ]
+    remote.note_failure(NAS_ERROR, now, None)  # the cause changed: a failure that may pass
+    assert evaluate(st, 1, now).ok
+    remote.note_failure("clash again", now, "replica-clash")
+    assert not evaluate(st, 1, now).ok
+    from memsync.hub.sync import SyncReport
+
+    remote.note_pass(SyncReport("me", "nas"), now)  # the user gave this machine a new id
+    assert remote.error_kind is None
+    assert evaluate(st, 1, now).ok
+
+
+def test_a_status_file_of_an_earlier_version_still_reads(tmp_path: Path) -> None:
+    """Fields added later (the error kind, the compaction record) default when absent."""
+    from memsync.status import read_status, status_path
+
+    doc = json.loads(_status().model_dump_json())
+    remote = doc["memories"]["me"]["remotes"]["nas"]
+    del remote["error_kind"]
+    remote["failing_since"], remote["last_error"] = doc["updated_at"], NAS_ERROR
+    status_path(tmp_path).write_text(json.dumps(doc))
+    st = read_status(tmp_path)
+    assert st is not None
+    assert st.memories["me"].remotes["nas"].error_kind is None
+    assert evaluate(st, 1, doc["updated_at"]).ok
+
+
 def test_the_status_written_from_two_threads_at_once_stays_whole(tmp_path: Path) -> None:
     """Issue 13, item 12: the main loop and the heartbeat both write the status; with one
     temp name per process one thread renamed the other's half-written file and the other

@@ -70,6 +70,10 @@ class SyncReport:
     pushed_bytes: int = 0
     seconds: float = 0.0
     error: str | None = None
+    error_kind: str | None = None
+    """What kind of failure `error` is: `ReplicaClash.KIND` (another machine uses our
+    replica id: pushes are stopped until the user acts), or None (one that may pass by
+    itself)."""
     peers: int = 0
     held: list[dict[str, Any]] = field(default_factory=list)
     withheld: list[dict[str, Any]] = field(default_factory=list)

@@ -194,6 +194,10 @@ class PushPass(PassBase):
         return foreign, len(records) - foreign
 
     def _clash(self, what: str, stopped: str = "Pushing to") -> ReplicaClash:
+        """The clash to raise; the report says so too (`error_kind`), so that the daemon's
+        status counts the remote a problem at once, not after the grace period of failures
+        that pass by themselves: pushing (or syncing) stays stopped until the user acts."""
+        self.report.error_kind = ReplicaClash.KIND
         return ReplicaClash(
             f"{self.where(self.own)}: our hub file holds bytes this machine did not write "
             f"({what}): another machine uses the replica id {self.replica!r} (a cloned VM, "
