@@ -270,6 +270,46 @@ def test_a_writer_holding_the_file_open_holds_compaction_off(tmp_path: Path) -> 
     assert all(raw in live(path) for raw in written)
 
 
+def test_a_forced_compaction_does_not_wait_for_the_quiet_period(tmp_path: Path) -> None:
+    """Issue 13: the daemon, after too many postponements, compacts a file that keeps
+    changing; the drain (rule 16) keeps what is appended meanwhile."""
+    path = write(tmp_path / "m.jsonl", *SAMPLE)
+    with pytest.raises(NotQuiet, match="changed 0 s ago"):
+        compact_file(path, now=NOW, quiet_seconds=60)
+    assert compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0, force=True).rewritten
+
+
+def test_a_forced_compaction_still_waits_for_a_writer_holding_the_file_open(
+    tmp_path: Path,
+) -> None:
+    """A handle kept open would write to the old inode after the drain: even forced,
+    compaction waits for it (a while), then gives up and says who holds it."""
+    path = write(tmp_path / "m.jsonl", *SAMPLE)
+    data = path.read_bytes()
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        assert holder.stdin is not None
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "open\n"
+        try:
+            started = time.monotonic()
+            with pytest.raises(NotQuiet, match=rf"open for writing by pid {holder.pid} \(.* 0.3 s"):
+                compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0.3, force=True)
+            assert time.monotonic() - started >= 0.3
+            assert path.read_bytes() == data
+            holder.stdin.write("close\n")
+            holder.stdin.flush()
+            assert holder.wait(timeout=30) == 0
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+    assert compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0, force=True).rewritten
+
+
 LOCKER = """
 import sys
 from pathlib import Path

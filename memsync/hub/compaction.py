@@ -123,13 +123,15 @@ def compact_memory(
     quiet_seconds: float = DEFAULT_QUIET_SECONDS,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     dry_run: bool = False,
+    force: bool = False,
 ) -> MemoryCompaction:
     """Compact one memory (rules 15 and 16): the local file `path`, keeping every tombstone
     some replica of `remotes` has not read yet, then this replica's own file in each hub
     whose transport is given (`transports`: the daemon's open connections; the command
     line passes none and compacts only the local file). `codecs` are the remotes' hub
     codecs (issue 12: an encrypted hub file is compacted as records, written back
-    encrypted); a remote without one is plain.
+    encrypted); a remote without one is plain. `force`: do not wait for the local file's
+    quiet period (`compact_file`; the daemon, after too many postponements).
 
     Raises:
         NotQuiet: the local file is busy (nothing was done; try again later).
@@ -146,6 +148,7 @@ def compact_memory(
             grace_seconds=grace_seconds,
             dry_run=dry_run,
             acknowledged=ack,
+            force=force,
         )
         done = MemoryCompaction(local)
         if dry_run or state_dir is None:

@@ -3,7 +3,11 @@
 
 `compact_file` starts only when the file is quiet: unchanged for `quiet_seconds`, held open
 for writing by no other process (`memsync.local.procfs`), and its lock taken; otherwise it raises
-`NotQuiet`, and the caller tries again later. Then, still under the lock:
+`NotQuiet`, and the caller tries again later. A file that agents never stop writing would
+be postponed for ever: `force` (the daemon, after `max_postpone_seconds` of postponements)
+does not wait for the quiet period, only for a moment with no process holding the file
+open for writing; the drain below is what keeps the lines appended meanwhile. Then, still
+under the lock:
 
 1. stale leftovers of a killed compaction are dealt with (`clean_up`);
 2. pass 1 reads the file through one fd, folding every record (`Survey`), and the plan is
@@ -86,6 +90,10 @@ DAY = 24 * 3600 * SECOND
 # inode open (after `_SETTLE` seconds); without it, it drains for the whole period.
 
 _LOCK_TIMEOUT = 1.0
+_WRITERS_POLL = 0.05  # seconds between two looks at /proc in a forced compaction
+# How long a forced compaction waits for a moment with no writer: an append holds the file
+# for a moment only, and the daemon's main loop waits meanwhile.
+_WRITERS_PATIENCE = 1.0
 
 
 @dataclass
@@ -167,6 +175,7 @@ def compact_file(
     acknowledged: Callable[[Record], bool] | None = None,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     lock_timeout: float = _LOCK_TIMEOUT,
+    force: bool = False,
 ) -> CompactionResult:
     """Rewrite `path` with only the lines its view still needs (rules 15 and 16).
 
@@ -181,13 +190,18 @@ def compact_file(
             (from the sync layer); None for a file with no hub: every tombstone is.
         grace_seconds: how long, at most, to drain the old inode after the rename.
         lock_timeout: how long to wait for the file's lock.
+        force: do not wait for the quiet period (the daemon, once compaction has been
+            postponed for too long while agents write continuously): what is appended
+            while it runs is copied by the drain of rule 16. A process holding the file
+            open for writing is still waited for, up to `grace_seconds` (a second at
+            most): a handle kept open would write to the old inode after the drain.
 
     Returns:
         What was done, with sizes and the dropped lines by reason.
 
     Raises:
-        NotQuiet: the file changed within `quiet_seconds`, another process holds it open
-            for writing, or another memsync process holds its lock.
+        NotQuiet: the file changed within `quiet_seconds` (unless `force`), another
+            process holds it open for writing, or another memsync process holds its lock.
         UnsupportedFormat: a header names a format memsync does not read (rule 2).
         OSError: the file cannot be read or the folder written.
 
@@ -215,7 +229,10 @@ def compact_file(
         clean_up(path, at)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            _check_quiet(path, os.fstat(fd), quiet_seconds)
+            if force:
+                _wait_for_writers(path, os.fstat(fd), min(grace_seconds, _WRITERS_PATIENCE))
+            else:
+                _check_quiet(path, os.fstat(fd), quiet_seconds)
             work = _Work(path, fd, at)
             work.survey()
             if not work.nothing_to_do(horizon, acknowledged):
@@ -244,6 +261,22 @@ def _check_quiet(path: Path, st: os.stat_result, quiet_seconds: float) -> None:
     if busy:
         who = ", ".join(str(w) for w in busy)
         raise NotQuiet(f"{path}: open for writing by {who}; compaction would lose its writes")
+
+
+def _wait_for_writers(path: Path, st: os.stat_result, patience: float) -> None:
+    """A forced compaction's check: no process holds the file open for writing, waited
+    for up to `patience` seconds. An agent that appends with an open, write, close each
+    time holds it for a moment only (and a write that races with the rename reaches the
+    old inode, which the drain copies); one that keeps its handle open never lets go."""
+    until = time.monotonic() + patience
+    while busy := writers(st.st_dev, st.st_ino):
+        if time.monotonic() >= until:
+            who = ", ".join(str(w) for w in busy)
+            raise NotQuiet(
+                f"{path}: open for writing by {who} for {patience:g} s; compaction would "
+                "lose what it writes later"
+            )
+        time.sleep(_WRITERS_POLL)
 
 
 class _Work:
