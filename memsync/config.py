@@ -40,8 +40,10 @@ from memsync._config_messages import KeyedValueError as _KeyedValueError
 from memsync._config_messages import config_error, describe
 from memsync.core.compaction import (
     DEFAULT_HORIZON_DAYS,
+    DEFAULT_MAX_POSTPONE_SECONDS,
     DEFAULT_QUIET_SECONDS,
     MAX_HORIZON_DAYS,
+    MAX_POSTPONE_SECONDS,
     MAX_WAIT_SECONDS,
 )
 from memsync.core.names import valid_name, valid_replica
@@ -258,6 +260,11 @@ class CompactionConfig(_Model):
     """Cron expression, 5 fields, local time. Weekdays by name (mon-fri), not by number."""
     quiet_seconds: float = Field(default=DEFAULT_QUIET_SECONDS, ge=0, le=_DAY, allow_inf_nan=False)
     """Compact a file only after it has not changed for this long."""
+    max_postpone_seconds: float = Field(
+        default=DEFAULT_MAX_POSTPONE_SECONDS, ge=0, le=MAX_POSTPONE_SECONDS, allow_inf_nan=False
+    )
+    """The daemon compacts a file postponed for this long (it never got quiet) anyway,
+    without the quiet period: the drain of rule 16 keeps what is appended meanwhile."""
     tombstone_horizon_days: int = Field(
         default=round(DEFAULT_HORIZON_DAYS), ge=1, le=MAX_HORIZON_DAYS
     )

@@ -166,6 +166,7 @@ class Daemon:
             updated_at=now_us(),
             config=str(self.config_path) if self.config_path else "(embedded default)",
             horizon_days=cfg.compaction.tombstone_horizon_days,
+            max_postpone_seconds=cfg.compaction.max_postpone_seconds,
             retired=sorted(retired(cfg.state_dir)),
         )
         for mem in cfg.memory:
@@ -335,6 +336,17 @@ class Daemon:
         assert self._status is not None
         ms = self._status.memories[memory]
         remotes = [rc.name for rc in self.config.memory_remotes(mem)]
+        # Agents writing continuously keep the file from ever being quiet: past the bound,
+        # compact without the quiet period (the drain of rule 16 keeps their lines).
+        forced = ms.overdue(now_us(), cc.max_postpone_seconds)
+        if forced:
+            logger.warning(
+                "%s: compaction postponed %d time(s) (max_postpone_seconds = %g): compacting "
+                "anyway under the lock; lines appended meanwhile are copied into the new file",
+                mem.path,
+                ms.postponements,
+                cc.max_postpone_seconds,
+            )
         try:
             done = compact_memory(
                 mem.path,
@@ -346,17 +358,18 @@ class Daemon:
                 codecs={name: self._codec(memory, name) for name in remotes},
                 horizon_days=cc.tombstone_horizon_days,
                 quiet_seconds=cc.quiet_seconds,
+                force=forced,
             )
         except NotQuiet as exc:
             logger.info("%s: compaction postponed: %s", mem.path, exc)
-            ms.last_compaction_note = f"postponed: {exc}"
+            ms.note_postponed(str(exc), now_us())
             self._retry_compaction(memory)
             return
         except (MemsyncError, OSError) as exc:
             logger.error("%s: compaction failed: %s", mem.path, exc)
             ms.last_compaction_note = f"failed: {exc}"
             return
-        ms.last_compaction, ms.last_compaction_note = now_us(), "done"
+        ms.note_compacted(now_us(), forced=forced)
         result = done.local
         logger.info(
             "%s: compacted, %d -> %d bytes", mem.path, result.size_before, result.size_after
@@ -378,7 +391,14 @@ class Daemon:
     def _retry_compaction(self, memory: str) -> None:
         if self._scheduler is None:
             return
-        delay = timedelta(seconds=max(5.0, self.config.compaction.quiet_seconds))
+        cc = self.config.compaction
+        wait = cc.quiet_seconds
+        assert self._status is not None
+        since = self._status.memories[memory].postponed_since
+        left = None if since is None else (since - now_us()) / SECOND + cc.max_postpone_seconds
+        if left is not None and left > 0:  # the forced attempt at the bound, not a wait later
+            wait = min(wait, left)
+        delay = timedelta(seconds=max(5.0, wait))
         when = datetime.now().astimezone() + delay
         self._scheduler.add_job(
             self.request,

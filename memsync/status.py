@@ -1,7 +1,7 @@
 """The daemon's status document: written atomically to the state directory by the daemon,
 read by `memsync status`, which says plainly when something is wrong (the daemon is not
 running, its status is stale, a remote has been failing for more than 10 minutes, or at
-once when another machine uses our replica id).
+once when another machine uses our replica id; compaction postponed for too long).
 
 Silent failure is the most common complaint about the sync tools people use today;
 memsync's answer is this file and the exit status of `memsync status`.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memsync.core.timestamps import SECOND
+from memsync.core.timestamps import SECOND, format_ts
 from memsync.core.watermarks import came_back, standing
 from memsync.errors import ReplicaClash
 from memsync.local.lock import is_locked
@@ -33,6 +33,7 @@ __all__ = [
     "MemoryStatus",
     "RemoteStatus",
     "Verdict",
+    "compaction_line",
     "daemon_running",
     "evaluate",
     "pid_lock_path",
@@ -118,8 +119,43 @@ class MemoryStatus(_Model):
     bad_lines: int = 0
     """Bad lines seen in the local file (each is logged once)."""
     last_compaction: int | None = None
+    """When a compaction of the file last ran to the end."""
     last_compaction_note: str | None = None
+    """How the last attempt went: "done", "done, forced ...", "postponed: <why>",
+    "failed: <why>"."""
+    postponed_since: int | None = None
+    """When the current run of postponements began (the file was never quiet since);
+    None once a compaction runs. Absent from earlier status files: read as None."""
+    last_postponed: int | None = None
+    """When compaction was last postponed (why: `last_compaction_note`)."""
+    postponements: int = 0
+    """Postponements since the last compaction that ran."""
     remotes: dict[str, RemoteStatus] = Field(default_factory=dict)
+
+    def note_postponed(self, reason: str, now: int) -> None:
+        """Take in a compaction postponed at `now` for `reason` (the file is not quiet)."""
+        self.last_compaction_note = f"postponed: {reason}"
+        self.postponed_since = self.postponed_since or now
+        self.last_postponed = now
+        self.postponements += 1
+
+    def note_compacted(self, now: int, *, forced: bool) -> None:
+        """Take in a compaction that ran at `now` (`forced`: without the quiet period)."""
+        note = "done"
+        if forced and self.postponed_since is not None:
+            hours = (now - self.postponed_since) / SECOND / 3600
+            note = (
+                f"done, forced after {self.postponements} postponement(s) over {hours:.1f} h "
+                "(the file was never quiet)"
+            )
+        self.last_compaction, self.last_compaction_note = now, note
+        self.postponed_since, self.postponements = None, 0
+
+    def overdue(self, now: int, bound_seconds: float) -> bool:
+        """Whether compaction has been postponed for `bound_seconds` or more: time to
+        compact without waiting for the quiet period (`max_postpone_seconds`)."""
+        since = self.postponed_since
+        return since is not None and now - since >= bound_seconds * SECOND
 
 
 class DaemonStatus(_Model):
@@ -127,6 +163,9 @@ class DaemonStatus(_Model):
 
     horizon_days: float = 90
     """The tombstone horizon: a replica silent for longer holds tombstones back for good."""
+    max_postpone_seconds: float = 86_400
+    """The config's bound on postponing compaction; past it (and `FAILING_TOO_LONG` for
+    the forced attempt to run), `memsync status` counts a postponed compaction a problem."""
     retired: list[str] = Field(default_factory=list)
     pid: int
     replica: str
@@ -197,6 +236,7 @@ def evaluate(status: DaemonStatus | None, running_pid: int | None, now: int) -> 
         problems.append(f"the status is stale: last written {minutes:.0f} min ago")
     if status is not None:
         for mname, mem in status.memories.items():
+            problems += _compaction_problems(status, mname, mem, now)
             for rname, remote in mem.remotes.items():
                 since = remote.failing_since
                 if since is not None and remote.error_kind == ReplicaClash.KIND:
@@ -234,6 +274,44 @@ def _withheld_problems(mname: str, rname: str, remote: RemoteStatus, now: int) -
         "it was written: `memsync forget <id>` on that machine"
     )
     return [problem]
+
+
+def _compaction_problems(
+    status: DaemonStatus, mname: str, mem: MemoryStatus, now: int
+) -> list[str]:
+    """A compaction postponed for longer than the bound: the forced one (not waiting for
+    the quiet period) should have run by then, so something else keeps it off (a process
+    holding the file open for writing, another memsync process holding its lock)."""
+    since = mem.postponed_since
+    bound = status.max_postpone_seconds * SECOND
+    if since is None or now - since <= bound + FAILING_TOO_LONG:
+        return []
+    hours = (now - since) / SECOND / 3600
+    problem = (
+        f"{mname}: compaction postponed {mem.postponements} time(s) over {hours:.1f} h "
+        f"(max_postpone_seconds = {status.max_postpone_seconds:g}), the file grows: "
+        f"{_why(mem)}"
+    )
+    return [problem]
+
+
+def _why(mem: MemoryStatus) -> str:
+    """Why the last attempt at compaction did not run."""
+    return (mem.last_compaction_note or "").removeprefix("postponed: ")
+
+
+def compaction_line(mname: str, mem: MemoryStatus, now: int) -> str | None:
+    """What `memsync status` says of a memory's compaction, or None before the first."""
+    if mem.last_compaction is None and mem.last_compaction_note is None:
+        return None
+    last = "never" if mem.last_compaction is None else format_ts(mem.last_compaction)
+    line = f"compaction of {mname}: last run {last}"
+    if mem.postponed_since is not None:
+        minutes = (now - mem.postponed_since) / SECOND / 60
+        line += f"; postponed {mem.postponements} time(s) over {minutes:.0f} min: {_why(mem)}"
+    elif mem.last_compaction_note is not None:
+        line += f" ({mem.last_compaction_note})"
+    return line
 
 
 def _replica_problems(

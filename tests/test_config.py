@@ -84,7 +84,10 @@ def test_example_loads_with_expected_values() -> None:
     assert vm.poll_seconds == 60
     assert (nas.encrypt, vm.encrypt) == (False, True)  # issue 12
     assert config.compaction == CompactionConfig(
-        schedule="17 3 * * *", quiet_seconds=60, tombstone_horizon_days=90
+        schedule="17 3 * * *",
+        quiet_seconds=60,
+        max_postpone_seconds=86400,
+        tombstone_horizon_days=90,
     )
     assert config.daemon == DaemonConfig(debounce_ms=200, log_level="info", reconcile_seconds=300)
     assert [r.name for r in config.memory_remotes(me)] == ["nas", "vm"]
@@ -434,6 +437,21 @@ def test_s3_only_and_ssh_only_keys(tmp_path: Path) -> None:
         ("[daemon]\nreconcile_seconds = nan\n", "daemon.reconcile_seconds", "finite number"),
         ("[daemon]\ndebounce_ms = 100000000\n", "daemon.debounce_ms", "less than or equal"),
         ("[compaction]\nquiet_seconds = inf\n", "compaction.quiet_seconds", "finite number"),
+        (
+            "[compaction]\nmax_postpone_seconds = -1\n",
+            "compaction.max_postpone_seconds",
+            "greater than or equal to 0",
+        ),
+        (
+            "[compaction]\nmax_postpone_seconds = 1e9\n",
+            "compaction.max_postpone_seconds",
+            "less than or equal to 604800",
+        ),
+        (
+            "[compaction]\nmax_postpone_seconds = inf\n",
+            "compaction.max_postpone_seconds",
+            "finite number",
+        ),
         (
             "[compaction]\ntombstone_horizon_days = 100000000\n",
             "compaction.tombstone_horizon_days",

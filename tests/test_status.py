@@ -208,12 +208,83 @@ def test_a_status_file_of_an_earlier_version_still_reads(tmp_path: Path) -> None
     doc = json.loads(_status().model_dump_json())
     remote = doc["memories"]["me"]["remotes"]["nas"]
     del remote["error_kind"]
+    for key in ("postponed_since", "last_postponed", "postponements"):
+        del doc["memories"]["me"][key]
+    del doc["max_postpone_seconds"]
     remote["failing_since"], remote["last_error"] = doc["updated_at"], NAS_ERROR
     status_path(tmp_path).write_text(json.dumps(doc))
     st = read_status(tmp_path)
     assert st is not None
     assert st.memories["me"].remotes["nas"].error_kind is None
+    assert (st.memories["me"].postponed_since, st.memories["me"].postponements) == (None, 0)
     assert evaluate(st, 1, doc["updated_at"]).ok
+
+
+QUIET = "/home/me/me.jsonl: changed 3 s ago; quiet period is 60 s"
+
+
+def test_a_postponed_compaction_is_shown_then_a_problem_past_the_bound(
+    config: Path, state: Path, daemon_lock: int
+) -> None:
+    """Issue 13: compaction postponed again and again (agents never stop writing) is
+    shown with why and since when; past `max_postpone_seconds` (and the 10 minutes the
+    forced compaction has to run) it is a problem: something else keeps it off."""
+    st = _status(pid=daemon_lock)
+    mem = st.memories["me"]
+    now = st.updated_at
+    start = now - 3 * 3600 * SECOND
+    for i in range(3):
+        mem.note_postponed(QUIET, start + i * MINUTE)
+    write_status(state, st)
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 0, done.stdout  # within the bound (a day): shown only
+    assert f"compaction of me: last run never; postponed 3 time(s) over 180 min: {QUIET}" in (
+        done.stdout.splitlines()
+    )
+
+    st.max_postpone_seconds = 3600.0
+    write_status(state, st)
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 1, done.stdout
+    problem = (
+        "problem: me: compaction postponed 3 time(s) over 3.0 h (max_postpone_seconds = "
+        f"3600), the file grows: {QUIET}"
+    )
+    assert [ln for ln in done.stdout.splitlines() if ln.startswith("problem:")] == [problem]
+
+    mem.note_compacted(now, forced=True)  # the forced compaction ran
+    assert mem.last_compaction_note == (
+        "done, forced after 3 postponement(s) over 3.0 h (the file was never quiet)"
+    )
+    write_status(state, st)
+    done = memsync("status", "--config", str(config))
+    assert done.returncode == 0, done.stdout
+    assert "compaction of me: last run " in done.stdout
+    assert "(done, forced after 3 postponement(s)" in done.stdout
+
+
+def test_postponement_boundaries() -> None:
+    now = 1_800_000_000 * SECOND
+    st = _status()
+    st.updated_at = now
+    st.max_postpone_seconds = 60.0
+    mem = st.memories["me"]
+    assert not mem.overdue(now, 60.0)  # never postponed
+    mem.note_postponed(QUIET, now - 60 * SECOND)
+    mem.note_postponed(QUIET, now - 30 * SECOND)
+    assert mem.postponed_since == now - 60 * SECOND  # the run's first
+    assert mem.last_postponed == now - 30 * SECOND
+    assert not mem.overdue(now - 1, 60.0)
+    assert mem.overdue(now, 60.0)  # the daemon forces the next attempt
+    late = now - 60 * SECOND + 60 * SECOND + FAILING_TOO_LONG
+    st.updated_at = late  # a fresh status
+    assert evaluate(st, 1, late).ok  # the forced attempt still has time to run
+    assert not evaluate(st, 1, late + 1).ok
+    mem.note_compacted(now, forced=False)
+    after = st.memories["me"]  # (not `mem`: mypy keeps its narrowing past the call)
+    assert (after.postponed_since, after.postponements, after.last_compaction) == (None, 0, now)
+    assert mem.last_compaction_note == "done"
+    assert evaluate(st, 1, late + 1).ok
 
 
 def test_the_status_written_from_two_threads_at_once_stays_whole(tmp_path: Path) -> None:

@@ -162,13 +162,14 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from memsync.status import daemon_running, evaluate, read_status
+    from memsync.status import compaction_line, daemon_running, evaluate, read_status
     from memsync.status import to_json as status_json
 
     config, _ = _daemon_config(args.config)
     state_dir = config.state_dir
     status = read_status(state_dir)
-    verdict = evaluate(status, daemon_running(state_dir), now_us())
+    now = now_us()
+    verdict = evaluate(status, daemon_running(state_dir), now)
     if args.json:
         print(status_json(status, verdict))
         return EXIT_OK if verdict.ok else EXIT_FOUND
@@ -201,6 +202,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(
                     f"{mname:<12} {rname:<12} {last:<26} {r.records_in:>6} {r.records_out:>6}  {state}"
                 )
+        for mname, mem in status.memories.items():
+            if (line := compaction_line(mname, mem, now)) is not None:
+                print(line)
     for problem in verdict.problems:
         print(f"problem: {problem}")
     return EXIT_OK if verdict.ok else EXIT_FOUND

@@ -70,9 +70,11 @@ from memsync.core.view import Index
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
     "DEFAULT_HORIZON_DAYS",
+    "DEFAULT_MAX_POSTPONE_SECONDS",
     "DEFAULT_QUIET_SECONDS",
     "DROP_REASONS",
     "MAX_HORIZON_DAYS",
+    "MAX_POSTPONE_SECONDS",
     "MAX_WAIT_SECONDS",
     "CompactionPlan",
     "Rejected",
@@ -94,6 +96,13 @@ DEFAULT_HORIZON_DAYS = 90.0
 
 DEFAULT_QUIET_SECONDS = 60.0
 """Compact a file only after it has not changed for this many seconds (rule 16)."""
+
+DEFAULT_MAX_POSTPONE_SECONDS = 86_400.0
+"""How long the daemon postpones compaction of a file that is never quiet (agents writing
+continuously) before it compacts anyway, under the lock, with the drain of rule 16."""
+
+MAX_POSTPONE_SECONDS = 7 * 86_400.0
+"""The longest such bound accepted (a week): past it a file may grow unchecked."""
 
 DEFAULT_GRACE_SECONDS = 5.0
 """How long, at most, to keep draining the old inode for a writer that opened the file just
