@@ -46,6 +46,7 @@ from memsync.status import (
     MemoryStatus,
     RemoteStatus,
     pid_lock_path,
+    read_status,
     returns,
     write_pid,
     write_status,
@@ -159,6 +160,9 @@ class Daemon:
     def _start(self) -> None:
         cfg = self.config
         self.replica = resolve_replica(cfg.replica, cfg.state_dir)
+        # Compaction's record outlives a reload or restart: else a daemon restarted more
+        # often than max_postpone_seconds would never force a compaction.
+        before = self._status or read_status(cfg.state_dir)
         self._status = DaemonStatus(
             pid=_pid(),
             replica=self.replica,
@@ -171,7 +175,9 @@ class Daemon:
         )
         for mem in cfg.memory:
             Memory.open(mem.path)  # created 0600 with a header when missing
-            self._status.memories[mem.name] = MemoryStatus(path=str(mem.path))
+            ms = self._status.memories[mem.name] = MemoryStatus(path=str(mem.path))
+            if before is not None and (old := before.memories.get(mem.name)) is not None:
+                ms.carry_compaction(old)
             for rc in cfg.memory_remotes(mem):
                 self._status.memories[mem.name].remotes[rc.name] = RemoteStatus()
                 self._requests.add(mem.name, rc.name)  # a first pass at start-up

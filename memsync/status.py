@@ -151,6 +151,17 @@ class MemoryStatus(_Model):
         self.last_compaction, self.last_compaction_note = now, note
         self.postponed_since, self.postponements = None, 0
 
+    def carry_compaction(self, old: MemoryStatus) -> None:
+        """Take the compaction record of `old`, the same memory in the status of a daemon
+        that ran before (restarted or reloaded), when it is the same file."""
+        if old.path == self.path:
+            self.last_compaction, self.last_compaction_note = (
+                old.last_compaction,
+                old.last_compaction_note,
+            )
+            self.postponed_since, self.last_postponed = old.postponed_since, old.last_postponed
+            self.postponements = old.postponements
+
     def overdue(self, now: int, bound_seconds: float) -> bool:
         """Whether compaction has been postponed for `bound_seconds` or more: time to
         compact without waiting for the quiet period (`max_postpone_seconds`)."""

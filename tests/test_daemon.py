@@ -34,9 +34,10 @@ import pytest
 
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
+from memsync.core.timestamps import SECOND
 from memsync.local.memory import Memory
 from memsync.local.reading import view_of
-from memsync.status import DaemonStatus, read_status
+from memsync.status import DaemonStatus, read_status, write_status
 
 T = TypeVar("T")
 
@@ -962,6 +963,40 @@ def test_the_daemon_compacts_on_its_schedule(cluster: Cluster) -> None:
     st = a.status()  # the last one, written on the way out
     assert st is not None
     assert st.memories[MEMORY].last_compaction_note == "done"
+
+
+def test_compaction_postponements_outlive_a_restart_and_a_reload(cluster: Cluster) -> None:
+    """Else a daemon restarted more often than `max_postpone_seconds` would never force
+    the compaction of a file that is never quiet."""
+    a = cluster.folder_node("a", cluster.hub())
+    a.start()
+    assert a.stop() == 0
+    st = a.status()
+    assert st is not None
+    since = st.updated_at - 3600 * SECOND
+    st.memories[MEMORY].note_postponed("m.jsonl: changed 0 s ago", since)
+    st.memories[MEMORY].note_postponed("m.jsonl: changed 1 s ago", since + 60 * SECOND)
+    write_status(a.state, st)
+
+    a.start(wait=False)
+    first = a.wait_up()
+    ms = first.memories[MEMORY]
+    assert (ms.postponed_since, ms.last_postponed, ms.postponements) == (
+        since,
+        since + 60 * SECOND,
+        2,
+    )
+    assert ms.last_compaction_note == "postponed: m.jsonl: changed 1 s ago"
+
+    a.send(signal.SIGHUP)
+
+    def reloaded() -> DaemonStatus | None:
+        st = a.status()
+        return st if st is not None and st.started_at > first.started_at else None
+
+    ms = wait_for(reloaded, "the reload's first status").memories[MEMORY]
+    assert (ms.postponed_since, ms.postponements) == (since, 2)
+    assert a.stop() == 0
 
 
 _AGENT = """
