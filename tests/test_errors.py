@@ -10,6 +10,7 @@ import pytest
 
 import memsync
 from memsync import Memory, open_transport
+from memsync.cli import main
 from memsync.errors import (
     DaemonAlreadyRunning,
     FileReplaced,
@@ -75,3 +76,51 @@ def test_transport_errors_name_host_and_path(tmp_path: Path) -> None:
     with pytest.raises(TransportError) as info:
         open_transport("ftp", "/srv/hub", host="vm")
     assert (info.value.host, info.value.path) == ("vm", "/srv/hub")
+
+
+# --- the CLI's messages (issue 13, item 21): one line, naming the file -----------------------
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str]:
+    """Run the command line; return its status and its stderr, checked to be one line."""
+    status = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    return status, err.strip()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty folder as the working directory, with the state directory inside it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    Memory.open(tmp_path / "good.jsonl").add("fact", "A fact.")
+    (tmp_path / "folder").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["add", "folder", "--kind", "fact", "--text", "x"],
+        ["forget", "folder", "a1a1a1a1a1a1"],
+        ["merge", "good.jsonl", "--into", "folder"],
+        ["merge", "good.jsonl", "--into", "folder", "--no-index"],
+        ["handoff", "good.jsonl", "folder"],
+        ["recall", "folder", "fact"],
+        ["export", "--markdown", "folder"],
+        ["export", "--markdown", "good.jsonl", "folder"],
+        ["import", "--from", "mcp-memory", "folder", "good.jsonl"],
+        ["mcp", "folder"],
+    ],
+    ids=" ".join,
+)
+def test_a_folder_where_a_file_belongs_is_named(
+    workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A folder was `[Errno 21] Is a directory` without its name (a read's error), or
+    "no such file or directory" (recall, export, import)."""
+    status, err = _cli(capsys, *argv)
+    assert status == 2
+    assert err.startswith("memsync: folder: is a folder, not a"), err

@@ -244,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _os_error(exc: OSError) -> str:
+    if exc.filename is not None and isinstance(exc, IsADirectoryError):
+        return f"{exc.filename}: is a folder, not a file"  # the word `existing` uses too
     if exc.filename is not None and exc.strerror:
         return f"{exc.filename}: {exc.strerror.lower()}"
     return str(exc)

@@ -16,7 +16,7 @@ from typing import Any
 
 from memsync.cli._common import confidence_arg, positive_int_arg
 from memsync.core.records import KINDS
-from memsync.errors import ConfigError, MemsyncError
+from memsync.errors import ConfigError, MemsyncError, UsageError
 
 __all__ = ["cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
 
@@ -59,6 +59,8 @@ def _memory_path(args: argparse.Namespace) -> tuple[Path, str]:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     path, name = _memory_path(args)
+    if path.is_dir():  # a missing FILE is fine (the first `remember` creates it), a folder not
+        raise UsageError(f"{path}: is a folder, not a memory file")
     if args.http:
         from memsync.mcp_server import check_host
 

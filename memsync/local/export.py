@@ -17,7 +17,7 @@ from memsync.core.prompt import PROMPT_KIND_ORDER
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.local.reading import view_of
-from memsync.local.storage import atomic_replace
+from memsync.local.storage import atomic_replace, require_file
 
 __all__ = ["export_markdown", "render_markdown", "write_markdown"]
 
@@ -76,8 +76,7 @@ def render_markdown(records: Iterable[Record], title: str = "Memory") -> str:
 def export_markdown(path: str | os.PathLike[str], *, now: int | None = None) -> str:
     """The Markdown summary of memory file `path`'s view at `now` (default: the clock)."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise FileNotFoundError(2, "No such file or directory", str(p))
+    require_file(p)
     return render_markdown(view_of([p], now).records, title=f"Memory: {p.stem}")
 
 

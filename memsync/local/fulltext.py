@@ -44,7 +44,7 @@ from memsync.local.dirs import default_state_dir
 from memsync.local.fileindex import TAIL_BYTES, tail_hash
 from memsync.local.fresh import now_us
 from memsync.local.reading import no_gc
-from memsync.local.storage import private_dirs, read_chunks, read_tail
+from memsync.local.storage import private_dirs, read_chunks, read_tail, require_file
 
 __all__ = [
     "LiveCache",
@@ -449,11 +449,10 @@ def recall(
     forces the plain word-match scan (the fallback where FTS5 is missing).
 
     Raises:
-        FileNotFoundError: the file does not exist.
+        FileNotFoundError: the file does not exist (IsADirectoryError: it is a folder).
     """
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise FileNotFoundError(2, "No such file or directory", str(p))
+    require_file(p)
     at = now_us() if now is None else now
     flt = _Filter(scope, frozenset(kinds), min_confidence)
     cache_ = live_cache(p)

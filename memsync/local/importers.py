@@ -33,7 +33,7 @@ from memsync.local.fresh import header_line
 from memsync.local.lock import file_lock
 from memsync.local.memory import Memory
 from memsync.local.reading import scan
-from memsync.local.storage import append_bytes
+from memsync.local.storage import append_bytes, require_file
 
 __all__ = ["IMPORTED_AT", "SOURCE", "ImportResult", "import_mcp_memory", "mcp_memory_records"]
 
@@ -137,8 +137,7 @@ def import_mcp_memory(
         FileNotFoundError: `src` does not exist.
     """
     source = Path(src).expanduser()
-    if not source.is_file():
-        raise FileNotFoundError(2, "No such file or directory", str(source))
+    require_file(source)
     result = ImportResult()
     lines: list[tuple[bytes, Record]] = []
     seen: set[tuple[str, int]] = set()

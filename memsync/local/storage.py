@@ -30,6 +30,7 @@ __all__ = [
     "read_chunks_fd",
     "read_from",
     "read_tail",
+    "require_file",
     "write_all",
 ]
 
@@ -73,12 +74,22 @@ def read_chunks(
     A torn last line (no final "\\n") is not yielded: the last chunk's `end` stops before
     it, so a reader that saves `end` reads it once it is complete. A line over the limit
     of rule 4 is yielded cut (see `LineSplitter`), unless `keep_long`.
+
+    Raises:
+        OSError: naming `path` (a folder is `IsADirectoryError`), never a bare errno.
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):  # open() takes a folder; read() would not
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         yield from read_chunks_fd(
             fd, start, first_line, chunk_bytes=chunk_bytes, keep_long=keep_long
         )
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:  # named already, or memsync's own
+            raise
+        # pread's errors (EIO, a folder) name no file: "[Errno 5] ..." would be all one saw.
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     finally:
         os.close(fd)
 
@@ -259,6 +270,15 @@ def private_dirs(folder: Path) -> None:
     for p in reversed(missing):
         with contextlib.suppress(FileExistsError):  # made meanwhile by another process
             p.mkdir(mode=0o700)
+
+
+def require_file(path: Path) -> None:
+    """Raise unless `path` is a file (or a symlink to one): `FileNotFoundError` or
+    `IsADirectoryError`, naming `path`, so that a folder is never "no such file"."""
+    if path.is_file():
+        return
+    code = errno.EISDIR if path.is_dir() else errno.ENOENT
+    raise OSError(code, os.strerror(code), str(path))
 
 
 def is_regular(path: Path) -> bool:
