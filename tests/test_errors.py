@@ -124,3 +124,25 @@ def test_a_folder_where_a_file_belongs_is_named(
     status, err = _cli(capsys, *argv)
     assert status == 2
     assert err.startswith("memsync: folder: is a folder, not a"), err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["merge", "good.jsonl", "--into", "newer.jsonl"],
+        ["merge", "good.jsonl", "--into", "newer.jsonl", "--no-index"],
+        ["handoff", "good.jsonl", "newer.jsonl"],
+    ],
+    ids=" ".join,
+)
+def test_a_destination_in_a_newer_format_is_named(
+    workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Rule 2's refusal named the destination `<bytes>`, classify's default source."""
+    newer = workdir / "newer.jsonl"
+    newer.write_bytes(b'{"format": "agent-memory/1.0"}\n')
+    before = newer.read_bytes()
+    status, err = _cli(capsys, *argv)
+    assert status == 2
+    assert err.startswith("memsync: newer.jsonl:1: unsupported format 'agent-memory/1.0'"), err
+    assert newer.read_bytes() == before

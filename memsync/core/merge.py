@@ -226,16 +226,21 @@ def relevant_index(
     ids: set[str],
     targets: set[str] = frozenset(),  # type: ignore[assignment]
     into: Index | None = None,
+    *,
+    source: str = "destination",
+    first_line: int = 1,
 ) -> Index:
     """Fold the destination lines that bear on a merge into an index: the records of `ids`
     and the entries superseding one of `targets` (see `dest_relevant`).
 
     Without parsing, a line that starts the usual way (`{"id": "...`) and names another
     id is skipped, unless `targets` are asked for; any other line is classified.
+    `source` and `first_line` (the number of `lines[0]`) name the destination in the
+    `UnsupportedFormat` a header of another format raises (rule 2).
     """
     index = Index() if into is None else into
     ids_bytes = {rid.encode() for rid in ids}
-    for raw in lines:
+    for line_no, raw in enumerate(lines, first_line):
         if not targets:
             for prefix, start in _ID_PREFIXES:
                 if raw.startswith(prefix):
@@ -246,7 +251,7 @@ def relevant_index(
                 skip = False
             if skip:
                 continue
-        parsed = classify(raw)
+        parsed = classify(raw, source=source, line_no=line_no)
         if type(parsed) is Record and dest_relevant(parsed, ids, targets):
             index.add(parsed)
     return index

@@ -216,11 +216,12 @@ def compact_own_hub_file(
             return None
         lines, _ = split_complete(data)
         lines = codec.plain_lines(lines)  # issue 12: compacted as records, not ciphertext
+        where = f"{remote}:{memory}/{own}"  # how messages name a hub file (rule 2's error)
         survey = Survey()
-        survey.fold(lines)
+        survey.fold(lines, source=where)
         acked = acknowledged_lines(survey, at, horizon, acknowledged)
         plan = plan_compaction(survey, now=at, horizon=horizon, acknowledged=acked)
-        bad = plan.account(lines)
+        bad = plan.account(lines, source=where)
         if bad:
             # Only we write this file, and only whole valid records: a bad line here is the
             # rest of a write cut short, whose record was pushed again whole. Keep them.

@@ -183,7 +183,7 @@ class FileIndex(_Store):
             if rebuild:  # a bulk build: sorted inserts, and the id index made once at the end
                 self._db.execute("DROP INDEX IF EXISTS recs_id")
             for chunk in read_chunks(self.path, offset, line):
-                self._add_chunk(chunk.lines, chunk.start, sort=rebuild)
+                self._add_chunk(chunk.lines, chunk.start, chunk.first_line, sort=rebuild)
                 read += chunk.end - chunk.start
                 offset, line = chunk.end, chunk.first_line + len(chunk.lines)
             if rebuild:
@@ -211,7 +211,9 @@ class FileIndex(_Store):
             " DELETE FROM meta; COMMIT;"
         )
 
-    def _add_chunk(self, lines: list[bytes], start: int, *, sort: bool = False) -> None:
+    def _add_chunk(
+        self, lines: list[bytes], start: int, first_line: int, *, sort: bool = False
+    ) -> None:
         digests = list(map(line_digest, lines))
         if self._cache is not None or sort:
             self._load_cache().update(digests)
@@ -224,14 +226,14 @@ class FileIndex(_Store):
         recs: list[tuple[str, int, int]] = []
         sups: list[tuple[str, int, int]] = []
         off = start
-        for raw in lines:
+        for line_no, raw in enumerate(lines, first_line):
             size = len(raw)
             rid = _quick_id(raw)
             quick = b'"supersedes"' not in raw or any(n in raw for n in _NO_SUPERSEDES)
             if rid is not None and quick:
                 recs.append((rid, off, size))
-            else:
-                parsed = classify(raw)
+            else:  # a header of another format raises, naming the file (rule 2)
+                parsed = classify(raw, source=str(self.path), line_no=line_no)
                 if type(parsed) is Record:
                     recs.append((parsed.id, off, size))
                     if parsed.supersedes is not None:

@@ -102,10 +102,10 @@ def _file_reader(path: Path) -> Callable[[Relevant], Index]:
         if not need.incoming.candidates or not path.exists():
             return index
         for chunk in read_chunks(path):
-            if need.targets:
-                relevant_index(chunk.lines, set(), need.targets, into=index)
-            else:
-                relevant_index(chunk.lines, need.incoming.ids, into=index)
+            ids, targets = (set(), need.targets) if need.targets else (need.incoming.ids, set())
+            relevant_index(
+                chunk.lines, ids, targets, index, source=str(path), first_line=chunk.first_line
+            )
         return index
 
     return read
@@ -308,8 +308,8 @@ def _ids_of(path: Path) -> set[str]:
     ids: set[str] = set()
     if path.exists():
         for chunk in read_chunks(path):
-            for raw in chunk.lines:
-                parsed = classify(raw)
+            for n, raw in enumerate(chunk.lines, chunk.first_line):
+                parsed = classify(raw, source=str(path), line_no=n)
                 if type(parsed) is Record:
                     ids.add(parsed.id)
     return ids
