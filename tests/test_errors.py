@@ -4,6 +4,7 @@ well as a string and survives pickling."""
 from __future__ import annotations
 
 import pickle
+import stat
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,19 @@ def test_a_destination_in_a_newer_format_is_named(
     assert status == 2
     assert err.startswith("memsync: newer.jsonl:1: unsupported format 'agent-memory/1.0'"), err
     assert newer.read_bytes() == before
+
+
+@pytest.mark.parametrize("into", ["there.jsonl", "new-folder/there.jsonl"])
+def test_add_through_a_dangling_symlink_makes_the_file_it_points_to(
+    workdir: Path, capsys: pytest.CaptureFixture[str], into: str
+) -> None:
+    """`add` said "file exists" for a symlink to a file not made yet, where merge and
+    compaction follow the link; now it follows it too, like `echo >> link` would."""
+    link = workdir / "link.jsonl"
+    link.symlink_to(workdir / into)
+    assert main(["add", str(link), "--kind", "fact", "--text", "Through the link."]) == 0
+    assert link.is_symlink()
+    assert "Through the link." in (workdir / into).read_text(encoding="utf-8")
+    assert stat.S_IMODE((workdir / into).stat().st_mode) == 0o600
+    assert main(["show", str(link)]) == 0
+    assert "Through the link." in capsys.readouterr().out

@@ -67,7 +67,8 @@ class Memory:
     def open(
         cls, path: str | os.PathLike[str], *, create: bool = True, now: int | None = None
     ) -> Memory:
-        """Open a memory file; create it (mode 0600, with a header) when missing and `create`.
+        """Open a memory file; create it (mode 0600, with a header) when missing and `create`
+        (through a symlink to a missing file: where the link points).
 
         Raises:
             FileNotFoundError: it does not exist and `create` is False.
@@ -76,10 +77,14 @@ class Memory:
         if not mem.path.exists():
             if not create:
                 raise FileNotFoundError(f"{mem.path}: no such memory file")
-            private_dirs(mem.path.parent)
+            # A dangling symlink (a dotfiles link made before its file) is followed, as
+            # merge, compaction and the lock follow links: the file is made where it points.
+            # O_EXCL alone would refuse the link itself with "file exists".
+            target = Path(os.path.realpath(mem.path))
+            private_dirs(target.parent)
             with file_lock(mem.path, mem.lock_timeout):
                 if not mem.path.exists():
-                    fd = os.open(mem.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                     try:
                         os.write(fd, header_line(now_us() if now is None else now))
                     finally:
