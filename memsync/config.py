@@ -46,6 +46,7 @@ from memsync.core.compaction import (
     MAX_POSTPONE_SECONDS,
     MAX_WAIT_SECONDS,
 )
+from memsync.core.names import shown as _shown
 from memsync.core.names import valid_name, valid_replica
 from memsync.errors import ConfigError
 from memsync.local.dirs import default_state_dir, xdg_dir
@@ -83,7 +84,7 @@ def _check_name(value: str) -> str:
     """Return `value` if it is a name the hub can use as a path component, else raise."""
     if not valid_name(value):
         raise ValueError(
-            f"invalid name {value!r}: use 1 to 64 of the characters A-Z a-z 0-9 . _ -"
+            f"invalid name {_shown(value)}: use 1 to 64 of the characters A-Z a-z 0-9 . _ -"
             " (and not '.' or '..')"
         )
     return value
@@ -114,7 +115,7 @@ def _check_replica(value: str) -> str:
     """A replica id: a name that does not start with "." (hidden files are no replicas)."""
     _check_name(value)
     if not valid_replica(value):
-        raise ValueError(f"invalid replica id {value!r}: it must not start with '.'")
+        raise ValueError(f"invalid replica id {_shown(value)}: it must not start with '.'")
     return value
 
 
@@ -336,7 +337,7 @@ class Config(_Model):
                     hint = f"did you mean {close[0]!r}?" if close else _listing(defined)
                     raise _KeyedValueError(
                         ("memory", index, "remotes", position),
-                        f"no [[remote]] is named {name!r} ({hint})",
+                        f"no [[remote]] is named {_shown(name)} ({hint})",
                     )
         self._check_hubs_apart_from_memories()
         return self

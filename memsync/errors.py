@@ -25,6 +25,8 @@ remote that cannot be reached.
 
 from __future__ import annotations
 
+from memsync.core.names import shown
+
 __all__ = [
     "ConfigError",
     "DaemonAlreadyRunning",
@@ -96,7 +98,7 @@ class UnknownId(MemsyncError, LookupError):
         self.id = rid
         self.live = live
         what = "live entry" if live else "record"
-        super().__init__(f"{file}: no {what} with id {rid!r}")
+        super().__init__(f"{file}: no {what} with id {shown(rid)}")
 
     def __reduce__(self) -> tuple[type[UnknownId], tuple[str, str, bool]]:
         return (type(self), (self.file, self.id, self.live))

@@ -12,6 +12,7 @@ import pytest
 import memsync
 from memsync import Memory, open_transport
 from memsync.cli import main
+from memsync.core.names import shown
 from memsync.errors import (
     DaemonAlreadyRunning,
     FileReplaced,
@@ -163,3 +164,53 @@ def test_add_through_a_dangling_symlink_makes_the_file_it_points_to(
     assert stat.S_IMODE((workdir / into).stat().st_mode) == 0o600
     assert main(["show", str(link)]) == 0
     assert "Through the link." in capsys.readouterr().out
+
+
+LONG = "a1" * 5000  # a 10 kB id, pasted by mistake
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["forget", "good.jsonl", LONG],
+        ["forget-replica", LONG],
+        ["mcp", "--memory", LONG],
+        ["sync", "--config", "config.toml", "--memory", LONG],
+        ["sync", "--config", "config.toml", "--remote", LONG],
+        ["show", "good.jsonl", "--kind", LONG],
+        [LONG],
+    ],
+    ids=lambda argv: " ".join(a[:8] for a in argv),
+)
+def test_a_long_id_is_echoed_as_a_short_prefix(
+    workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A 10 kB id or name came back whole in the error line."""
+    (workdir / "config.toml").write_text(
+        f'[[memory]]\nname = "me"\npath = "{workdir / "good.jsonl"}"\n', encoding="utf-8"
+    )
+    status, err = _cli(capsys, *argv)
+    assert status == 2
+    assert f"'{LONG[:40]}…'" in err
+    assert len(err) < 400, err
+
+
+def test_a_long_name_in_the_config_is_echoed_as_a_short_prefix(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = workdir / "config.toml"
+    config.write_text(
+        f'replica = "{LONG}"\n[[memory]]\nname = "{LONG}"\npath = "{workdir / "good.jsonl"}"\n'
+        f'remotes = ["{LONG}"]\n',
+        encoding="utf-8",
+    )
+    status, err = _cli(capsys, "check-config", "--config", config)
+    assert status == 2
+    assert f"'{LONG[:40]}…'" in err
+    assert len(err) < 400, err
+
+
+def test_shown_quotes_and_cuts() -> None:
+    assert shown("abc") == "'abc'"
+    assert shown("x" * 41) == repr("x" * 40 + "…")
+    assert shown("a\x1bb") == "'a\\x1bb'"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.cli._common import confidence_arg, positive_int_arg
+from memsync.core.names import shown
 from memsync.core.records import KINDS
 from memsync.errors import ConfigError, MemsyncError, UsageError
 
@@ -53,7 +54,7 @@ def _memory_path(args: argparse.Namespace) -> tuple[Path, str]:
     elif args.memory in mems:
         mem = mems[args.memory]
     else:
-        raise ConfigError(str(path), "memory", f"no memory named {args.memory!r}")
+        raise ConfigError(str(path), "memory", f"no memory named {shown(args.memory)}")
     return mem.path, mem.name
 
 

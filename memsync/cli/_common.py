@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from memsync.core.names import SHOWN_CHARS, shown
 from memsync.core.timestamps import parse_ts
 from memsync.errors import UsageError
 
@@ -45,7 +47,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         where = "" if self.prog == "memsync" else f"{self.prog}: "
+        # argparse quotes what was typed ("invalid choice: '...'"): at most a prefix of it.
+        message = _LONG_QUOTE.sub(lambda m: shown(m[1]), message)
         raise UsageError(f"{where}{message} (see --help)")
+
+
+_LONG_QUOTE = re.compile(rf"'([^']{{{SHOWN_CHARS + 1},}})'")
 
 
 def timestamp_arg(text: str) -> int:

@@ -14,6 +14,7 @@ from memsync.cli._common import (
     EXIT_FOUND,
     EXIT_OK,
 )
+from memsync.core.names import shown
 from memsync.core.timestamps import format_ts
 from memsync.errors import UsageError
 from memsync.local.fresh import now_us
@@ -63,9 +64,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
     config = _load_config(args.config)
     if args.memory is not None and config.memory_named(args.memory) is None:
-        raise UsageError(f"no memory named {args.memory!r} in the config")
+        raise UsageError(f"no memory named {shown(args.memory)} in the config")
     if args.remote is not None and args.remote not in {r.name for r in config.remote}:
-        raise UsageError(f"no remote named {args.remote!r} in the config")
+        raise UsageError(f"no remote named {shown(args.remote)} in the config")
     reports = sync_config(config, memory=args.memory, remote=args.remote)
     if args.json:
         print(json.dumps([r.to_json() for r in reports], indent=2))
@@ -216,7 +217,7 @@ def cmd_forget_replica(args: argparse.Namespace) -> int:
 
     if not valid_replica(args.replica):
         raise UsageError(
-            f"{args.replica!r} is not a replica id (1 to 64 of A-Z a-z 0-9 . _ -, not starting "
+            f"{shown(args.replica)} is not a replica id (1 to 64 of A-Z a-z 0-9 . _ -, not starting "
             "with '.'); `memsync status` lists the replicas of each hub"
         )
     config, _ = _daemon_config(args.config)

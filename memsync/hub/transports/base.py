@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from memsync.core.names import valid_name
+from memsync.core.names import shown, valid_name
 from memsync.errors import MemsyncError, TransportError, TransportTimeout
 
 __all__ = ["RemoteFile", "Transport", "check_name", "map_errors", "validate_name"]
@@ -35,7 +35,7 @@ def check_name(where: str, *names: str) -> None:
     """Raise `TransportError` naming `where` unless every one of `names` is valid."""
     for name in names:
         if not validate_name(name):
-            raise TransportError(f"{where}: invalid name {name!r}")
+            raise TransportError(f"{where}: invalid name {shown(name)}")
 
 
 @dataclass(frozen=True, slots=True)
