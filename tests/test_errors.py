@@ -3,8 +3,14 @@ well as a string and survives pickling."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pickle
+import re
+import shutil
 import stat
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -214,3 +220,89 @@ def test_shown_quotes_and_cuts() -> None:
     assert shown("abc") == "'abc'"
     assert shown("x" * 41) == repr("x" * 40 + "…")
     assert shown("a\x1bb") == "'a\\x1bb'"
+
+
+# --- a full disk (issue 13, item 21: "[Errno 28] No space left on device" named no file) -----
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, filled by the test with `fill`; skipped where mounting is not
+    allowed (not root, or a container without CAP_SYS_ADMIN)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def fill(folder: Path) -> None:
+    """Take every free block of `folder`'s file system."""
+    fd = os.open(folder / "padding", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 512)
+    finally:
+        os.close(fd)
+
+
+def test_a_full_disk_names_the_file_compaction_writes(
+    full_disk: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = full_disk / "m.jsonl"
+    versions = [  # 200 versions of 10 ids: compaction keeps the newest of each
+        f'{{"id": "{n % 10:012x}", "created_at": "2026-11-01T00:{n // 60:02d}:{n % 60:02d}Z", '
+        f'"kind": "fact", "text": "Version {n}."}}\n'
+        for n in range(200)
+    ]
+    path.write_text('{"format": "agent-memory/0.1"}\n' + "".join(versions), encoding="utf-8")
+    before = path.read_bytes()
+    fill(full_disk)
+    status, err = _cli(capsys, "compact", path, "--quiet-seconds", "0")
+    assert status == 2
+    assert err.startswith(f"memsync: {path}: no space left on device"), err
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in full_disk.iterdir()) == ["m.jsonl", "m.jsonl.lock", "padding"]
+
+
+def test_a_full_disk_names_the_new_memory_file(
+    full_disk: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fill(full_disk)
+    status, err = _cli(capsys, "add", full_disk / "new.jsonl", "--kind", "fact", "--text", "x")
+    assert status == 2
+    assert err.startswith(f"memsync: {full_disk / 'new.jsonl'}: no space left on device"), err
+    assert not (full_disk / "new.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "argv", [["merge", "good.jsonl", "--into", "dest.jsonl"], ["recall", "good.jsonl", "fact"]]
+)
+def test_a_full_state_directory_names_the_index(
+    full_disk: Path,
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    """SQLite's "database or disk is full" was a traceback."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(full_disk))
+    (full_disk / "memsync").mkdir(mode=0o700)
+    fill(full_disk)
+    status, err = _cli(capsys, *argv)
+    assert status == 2
+    assert re.match(
+        rf"memsync: {re.escape(str(full_disk))}/memsync/\w+/[^ ]+\.sqlite: no space left on device",
+        err,
+    )

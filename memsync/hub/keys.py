@@ -12,14 +12,13 @@ Nothing here imports `cryptography` (key ids are HMAC-SHA256 from the standard l
 
 from __future__ import annotations
 
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.errors import KeyFileError
 from memsync.hub.crypto import KEY_BYTES, format_key, key_id, parse_key
-from memsync.local.storage import private_dirs
+from memsync.local.storage import atomic_replace, private_dirs
 
 __all__ = [
     "KEY_FILE_NAME",
@@ -62,14 +61,8 @@ class Keyring:
         """Write the file atomically, mode 0600 from its first byte (directory 0700)."""
         private_dirs(self.path.parent)
         text = _HEADER + "".join(f"{format_key(k)}\n" for k in self.keys)
-        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, text.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        # A full disk is an error naming the key file, and leaves no temp file behind.
+        atomic_replace(self.path, text.encode())
 
 
 def load_keyring(path: Path) -> Keyring:

@@ -375,6 +375,12 @@ class _Work:
                 for block in plan.data():
                     write_all(fd, block)
                 os.fsync(fd)
+            except OSError as exc:  # a write names no file: "[Errno 28] ..." alone said nothing
+                raise OSError(
+                    exc.errno,
+                    f"{exc.strerror} (writing its compacted copy; the file is unchanged)",
+                    str(path),
+                ) from exc
             finally:
                 os.close(fd)
             aside = set_aside(path, self.end)

@@ -25,7 +25,8 @@ from memsync.core.lines import classify
 from memsync.core.merge import dest_relevant, line_digest
 from memsync.core.records import Record
 from memsync.core.view import Index
-from memsync.local.storage import private_dirs, read_chunks, read_tail
+from memsync.local.sqlitedb import connect
+from memsync.local.storage import read_chunks, read_tail
 
 __all__ = [
     "TAIL_BYTES",
@@ -113,11 +114,7 @@ class _Store:
     `close()` or at the end of a `with` block."""
 
     def __init__(self, db_path: Path) -> None:
-        private_dirs(db_path.parent)
-        self._db = sqlite3.connect(db_path, isolation_level=None)
-        os.chmod(db_path, 0o600)  # before the WAL exists: SQLite gives it the same mode
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db = connect(db_path)  # its errors are OSErrors naming db_path
 
     def close(self) -> None:
         self._db.close()

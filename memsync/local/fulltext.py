@@ -44,6 +44,7 @@ from memsync.local.dirs import default_state_dir
 from memsync.local.fileindex import TAIL_BYTES, tail_hash
 from memsync.local.fresh import now_us
 from memsync.local.reading import no_gc
+from memsync.local.sqlitedb import connect
 from memsync.local.storage import private_dirs, read_chunks, read_tail, require_file
 
 __all__ = [
@@ -270,11 +271,9 @@ class TextIndex:
         for folder in (db_path.parent.parent, db_path.parent):  # the state dir, then ours
             private_dirs(folder)
         self.path = path
-        self._db = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
-        os.chmod(db_path, 0o600)  # before the WAL exists: SQLite gives it the same mode
-        self._db.execute("PRAGMA busy_timeout=30000")
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # Its errors are OSErrors naming db_path; another server's refresh may hold the
+        # write lock while it indexes a large file: wait for it.
+        self._db = connect(db_path, timeout=30.0, check_same_thread=False)
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
         self.bytes_read = 0

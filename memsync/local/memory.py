@@ -34,7 +34,14 @@ from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
 from memsync.local.reading import CheckReport, MemoryView, check_files, prompt_of, view_of
-from memsync.local.storage import append_bytes, private_dirs, read_chunks, read_from, read_tail
+from memsync.local.storage import (
+    append_bytes,
+    private_dirs,
+    read_chunks,
+    read_from,
+    read_tail,
+    write_all,
+)
 
 if TYPE_CHECKING:  # pydantic is imported only when a caller asks for its models (start-up)
     from memsync.models import Entry, Tombstone
@@ -86,7 +93,10 @@ class Memory:
                 if not mem.path.exists():
                     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                     try:
-                        os.write(fd, header_line(now_us() if now is None else now))
+                        write_all(fd, header_line(now_us() if now is None else now))
+                    except OSError as exc:  # a full disk: no empty file left, and say which
+                        os.unlink(target)
+                        raise OSError(exc.errno, exc.strerror, str(mem.path)) from exc
                     finally:
                         os.close(fd)
         warn_if_network_fs(mem.path)
