@@ -4,6 +4,7 @@ connection. Under CI=true these run, never skip (`tests.sshd.start_sshd`)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -67,3 +68,25 @@ def test_each_sync_run_closes_its_connection(
     while session_pids(sshd_server) and time.monotonic() < deadline:
         time.sleep(0.02)  # the session process exits just after the client hangs up
     assert session_pids(sshd_server) == []
+
+
+def test_an_encrypted_key_fails_sync_with_one_line_saying_what_to_do(
+    tmp_path: Path, hub: Path, sshd_server: SshdServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13, item 21: paramiko's "Private key file is encrypted" named neither the key
+    nor the remedy; `memsync sync` says both, on the remote's one line, and exits 1."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    key = tmp_path / "encrypted_key"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "a passphrase", "-f", str(key)],
+        check=True,
+        capture_output=True,
+    )
+    options = {**ssh_remote(sshd_server, hub), "identity_file": key}
+    a = make_replica(tmp_path, "a", **options)
+    a.memory().add("fact", "Kept.")
+    result = a.cli("sync")
+    assert result.rc == 1
+    assert result.out.count("\n") == 1, result.out
+    assert f"ssh://{sshd_server.user}@127.0.0.1:{sshd_server.port}{hub}: " in result.out
+    assert f"the key file {key} is encrypted: load it into ssh-agent (ssh-add {key})" in result.out

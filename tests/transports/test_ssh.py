@@ -192,7 +192,7 @@ def test_an_unknown_client_key_fails_without_asking_for_a_password(
     stranger = keygen(tmp_path / "stranger")
     t = _transport(sshd_server, hub_root, identity_file=stranger)
     start = time.monotonic()
-    with pytest.raises(TransportError, match="Authentication failed"):
+    with pytest.raises(TransportError, match="refused the login as"):
         t.list_files(FOLDER)
     assert time.monotonic() - start < 5
 
@@ -342,3 +342,77 @@ def test_a_revoked_host_key_is_refused_even_when_listed(
         t.list_files(FOLDER)
     assert sshd_server.host_key_fingerprint in str(caught.value)
     assert known_hosts.read_text() == known + f"@revoked * {key_type} {blob}\n"
+
+
+# --- a failed login: one line naming the remote and the key, saying what to do --------------
+# (issue 13, item 21: paramiko's own texts named neither: "No authentication methods
+# available", "Private key file is encrypted", "encountered RSA key, expected OPENSSH key")
+
+
+def _login_error(server: SshdServer, root: Path, **kwargs: object) -> str:
+    t = _transport(server, root, **kwargs)
+    with pytest.raises(TransportError) as caught:
+        t.list_files(FOLDER)
+    t.close()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"ssh://{kwargs.get('user', server.user)}@127.0.0.1:{server.port}")
+    return message
+
+
+@pytest.fixture
+def no_agent_no_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No ssh-agent and an empty ~/.ssh: only the keys a test names exist."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / ".ssh").mkdir(parents=True)
+    return tmp_path / "home"
+
+
+def test_no_key_at_all_says_how_to_give_one(
+    sshd_server: SshdServer, hub_root: Path, no_agent_no_keys: Path
+) -> None:
+    message = _login_error(sshd_server, hub_root, identity_file=None)
+    assert f"no key to log in with as {sshd_server.user}: set identity_file = " in message
+    assert "ssh-agent" in message
+
+
+@pytest.mark.parametrize("key_format", ["ed25519", "rsa-pem"])
+def test_an_encrypted_key_says_load_it_into_the_agent(
+    sshd_server: SshdServer, hub_root: Path, no_agent_no_keys: Path, key_format: str
+) -> None:
+    key = no_agent_no_keys / ".ssh" / "id_ed25519"
+    kind = ["-t", "ed25519"] if key_format == "ed25519" else ["-t", "rsa", "-m", "PEM"]
+    subprocess.run(
+        ["ssh-keygen", "-q", *kind, "-N", "a passphrase", "-f", str(key)],
+        check=True,
+        capture_output=True,
+    )
+    for options in ({"identity_file": key}, {"identity_file": None}):  # named, or found
+        message = _login_error(sshd_server, hub_root, **options)
+        assert f"the key file {key} is encrypted: load it into ssh-agent (ssh-add {key})" in message
+        assert "memsync does not ask for passphrases" in message
+
+
+def test_a_missing_or_bogus_key_file_is_named(
+    sshd_server: SshdServer, hub_root: Path, no_agent_no_keys: Path
+) -> None:
+    missing = no_agent_no_keys / "nope"
+    assert f"the key file {missing} does not exist" in _login_error(
+        sshd_server, hub_root, identity_file=missing
+    )
+    public = sshd_server.client_key.with_suffix(".pub")
+    assert f"{public} is not a private key file" in _login_error(
+        sshd_server, hub_root, identity_file=public
+    )
+
+
+def test_a_refused_key_names_the_user_and_the_key(
+    sshd_server: SshdServer, hub_root: Path, no_agent_no_keys: Path
+) -> None:
+    other = keygen(no_agent_no_keys / "other")
+    message = _login_error(sshd_server, hub_root, identity_file=other)
+    assert f"127.0.0.1 refused the login as {sshd_server.user} with {other}: " in message
+    assert f"~{sshd_server.user}/.ssh/authorized_keys" in message
+    message = _login_error(sshd_server, hub_root, user="nobody-here")
+    assert f"refused the login as nobody-here with {sshd_server.client_key}" in message

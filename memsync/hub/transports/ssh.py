@@ -35,6 +35,7 @@ import paramiko
 from paramiko.sftp import CMD_EXTENDED
 
 from memsync.errors import HostKeyError, MemsyncError, TransportError
+from memsync.hub.transports._ssh_auth import login_failure
 from memsync.hub.transports.base import RemoteFile, check_name, map_errors, validate_name
 
 if TYPE_CHECKING:
@@ -249,11 +250,24 @@ class SSHTransport:
                 f"is expected, remove the old entry (ssh-keygen -R {self._known_hosts_name} "
                 f"-f {self.known_hosts}) and connect again"
             ) from None
-        except paramiko.SSHException as exc:
+        except MemsyncError:  # our host key refusal
             client.close()
+            raise
+        except (paramiko.SSHException, OSError) as exc:
+            session = client.get_transport()
+            logging_in = session is not None and session.is_active()
+            logging_in = logging_in and not session.is_authenticated()  # type: ignore[union-attr]
+            client.close()
+            timed_out = time.monotonic() - started >= timeout
             # A stalled handshake surfaces as "No existing session" or a banner error.
-            if time.monotonic() - started >= timeout:
+            if timed_out and isinstance(exc, paramiko.SSHException):
                 raise TimeoutError(f"no SSH handshake within {timeout:g} s ({exc})") from exc
+            if logging_in and not timed_out:  # paramiko's last complaint: say which key, why
+                raise TransportError(
+                    login_failure(self.url, self.hostname, self.user, self.identity_files, exc),
+                    self.hostname,
+                    self.root,
+                ) from None
             raise
         except BaseException:
             client.close()
