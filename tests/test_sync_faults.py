@@ -586,6 +586,7 @@ def test_a_missing_hub_folder_fails_that_remote_and_touches_nothing(
     assert line.startswith(f"{MEMORY} <-> hub: FAILED: hub folder missing or unreadable: ")
     assert str(hub) in line
     assert "mounted" in line
+    assert f"a new hub's folder must be made first: mkdir -m 700 -p {hub})" in line
     assert a.path.read_bytes() == local  # absence never deletes anything
     assert not hub.exists()  # and nothing was made in its place
     assert {p: p.read_bytes() for p in a.state_dir.rglob("*.json")} == state
@@ -624,8 +625,13 @@ def test_a_missing_hub_folder_over_ssh_fails_with_one_line(
     result = a.cli("sync")
     assert result.rc == 1
     (line,) = _failed_lines(result.out)
-    assert "hub folder missing or unreadable: ssh://" in line
-    assert "no-such-hub" in line
+    # Said plainly: the host answered, so this is no unmounted share (issue 13, item 21).
+    assert f"hub folder missing: ssh://{sshd_server.user}@127.0.0.1:" in line
+    assert (
+        f"no-such-hub does not exist on 127.0.0.1 (make it there: mkdir -m 700 -p {tmp_path}"
+        in line
+    )
+    assert "mounted" not in line
     assert a.path.read_bytes() == local
 
 

@@ -141,9 +141,9 @@ def _lines(count: int, width: int = 100) -> bytes:
 def test_missing_root_is_an_error_never_an_empty_memory(hub: Hub) -> None:
     hub.remove_root()
     t = hub.transport
-    with pytest.raises(TransportError, match="hub folder missing or unreadable"):
+    with pytest.raises(TransportError, match="hub folder missing"):
         t.list_files(FOLDER)
-    with pytest.raises(TransportError, match="missing or unreadable"):
+    with pytest.raises(TransportError, match="hub folder missing"):
         t.size(FOLDER, NAME)
     with pytest.raises(TransportError):
         t.write_at(FOLDER, NAME, 0, b"{}\n")

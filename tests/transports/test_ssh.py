@@ -416,3 +416,17 @@ def test_a_refused_key_names_the_user_and_the_key(
     assert f"~{sshd_server.user}/.ssh/authorized_keys" in message
     message = _login_error(sshd_server, hub_root, user="nobody-here")
     assert f"refused the login as nobody-here with {sshd_server.client_key}" in message
+
+
+def test_a_missing_hub_folder_is_said_plainly(
+    sshd_server: SshdServer, hub_root: Path, tmp_path: Path
+) -> None:
+    """Not "is the share mounted?": the host answered; the folder is not there."""
+    t = _transport(sshd_server, tmp_path / "no-hub")
+    with pytest.raises(TransportError) as caught:
+        t.list_files(FOLDER)
+    t.close()
+    assert str(caught.value) == (
+        f"hub folder missing: {t.url} does not exist on 127.0.0.1 "
+        f"(make it there: mkdir -m 700 -p {tmp_path / 'no-hub'})"
+    )

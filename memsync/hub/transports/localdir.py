@@ -45,9 +45,17 @@ class LocalDirTransport:
         """Yield a descriptor of `<root>/<folder>`, or None when only the folder is missing."""
         try:
             root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError as exc:
+            # Never made here, not even when the parent exists: an unmounted share's mount
+            # point is such a parent, and pushing into it would hide the real hub.
+            raise TransportError(
+                f"hub folder missing or unreadable: {self.root} (is the share mounted? a new "
+                f"hub's folder must be made first: mkdir -m 700 -p {self.root})"
+            ) from exc
         except OSError as exc:
             raise TransportError(
-                f"hub folder missing or unreadable: {self.root} (is the share mounted?)"
+                f"hub folder missing or unreadable: {self.root}: "
+                f"{(exc.strerror or str(exc)).lower()} (is the share mounted?)"
             ) from exc
         try:
             with map_errors(self._where(folder)):

@@ -313,14 +313,24 @@ class SSHTransport:
         return posixpath.join(self.root, *parts)
 
     def _check_root(self, sftp: paramiko.SFTPClient) -> None:
+        """Raise unless the hub root is a folder on the host: a missing hub is an error,
+        never an empty memory. Said plainly (issue 13, item 21): the host is up and
+        answered, so "is the share mounted?" (a folder hub's question) does not apply."""
+        on = f"on {self.hostname}"
         try:
             attrs = sftp.stat(self.root)
-        except (FileNotFoundError, PermissionError):
-            attrs = None
-        if attrs is None or attrs.st_mode is None or not stat.S_ISDIR(attrs.st_mode):
+        except FileNotFoundError:
+            shown = self.root if self.root.startswith("/") else "~/" + self.root
             raise TransportError(
-                f"hub folder missing or unreadable: {self.url} (is the share mounted?)"
-            )
+                f"hub folder missing: {self.url} does not exist {on} (make it there: "
+                f"mkdir -m 700 -p {shown})"
+            ) from None
+        except PermissionError:
+            raise TransportError(
+                f"hub folder unreadable: {self.url}: permission denied {on}"
+            ) from None
+        if attrs.st_mode is None or not stat.S_ISDIR(attrs.st_mode):
+            raise TransportError(f"hub folder missing: {self.url} is not a folder {on}")
 
     def _lstat(self, sftp: paramiko.SFTPClient, path: str) -> paramiko.SFTPAttributes | None:
         try:
