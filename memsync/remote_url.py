@@ -31,8 +31,9 @@ class RemoteURL:
     """"file" for a folder (local, NFS, SMB, a synced folder), "ssh" for an SFTP hub, "s3"
     for S3-compatible object storage."""
     path: str
-    """The hub directory: on this machine for "file", on the SSH host for "ssh"; for "s3"
-    the key prefix in the bucket, without slashes at either end ("" for the bucket root)."""
+    """The hub directory: on this machine for "file", on the SSH host for "ssh" (absolute,
+    or `~/...` in the login's home folder); for "s3" the key prefix in the bucket, without
+    slashes at either end ("" for the bucket root)."""
     host: str | None = None
     """SSH host name, address or `~/.ssh/config` alias (lower case, as OpenSSH matches it);
     for "s3" the bucket."""
@@ -47,7 +48,8 @@ def parse_remote_url(url: str) -> RemoteURL:
 
     Args:
         url: `/path` or `~/path`, `file:///path`, `ssh://[user@]host[:port]/path`, or
-            `ssh://alias/path` (an alias is resolved through `~/.ssh/config` by the transport).
+            `ssh://alias/path` (an alias is resolved through `~/.ssh/config` by the transport);
+            an ssh path `/~/path` is `path` in the login's home folder on the host.
 
     Returns:
         The parsed `RemoteURL`; percent-escapes are decoded.
@@ -128,6 +130,10 @@ def _parse_ssh_url(url: str) -> RemoteURL:
     path = unquote(parts.path)
     if not path or path == "/":
         raise ValueError(f"{url!r} has no path; write ssh://host/path/to/hub")
+    if path == "/~" or path.startswith("/~/"):
+        # ssh://host/~/hub: in the login's home folder, like scp's host:~/hub (issue 13,
+        # item 23). Kept as "/~/hub", the host would be asked for a root folder named "~".
+        path = path[1:]
     return RemoteURL(scheme="ssh", path=path, host=host, user=user, port=port)
 
 

@@ -228,6 +228,10 @@ def test_default_state_dir_env() -> None:
         ("ssh://Host.Example/p", RemoteURL("ssh", "/p", host="host.example")),
         ("ssh://me@[::1]:22/p", RemoteURL("ssh", "/p", host="::1", user="me", port=22)),
         ("ssh://h/with%20space", RemoteURL("ssh", "/with space", host="h")),
+        # Issue 13, item 23: in the login's home folder, as scp's host:~/hub.
+        ("ssh://vm/~/memsync", RemoteURL("ssh", "~/memsync", host="vm")),
+        ("ssh://me@vm:2222/~", RemoteURL("ssh", "~", host="vm", user="me", port=2222)),
+        ("ssh://vm/~x/hub", RemoteURL("ssh", "/~x/hub", host="vm")),
     ],
 )
 def test_url_forms_parse(url: str, expected: RemoteURL) -> None:

@@ -4,6 +4,8 @@ connection. Under CI=true these run, never skip (`tests.sshd.start_sshd`)."""
 
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 import time
 from pathlib import Path
@@ -90,3 +92,20 @@ def test_an_encrypted_key_fails_sync_with_one_line_saying_what_to_do(
     assert result.out.count("\n") == 1, result.out
     assert f"ssh://{sshd_server.user}@127.0.0.1:{sshd_server.port}{hub}: " in result.out
     assert f"the key file {key} is encrypted: load it into ssh-agent (ssh-add {key})" in result.out
+
+
+def test_a_hub_in_the_login_home_folder(tmp_path: Path, hub: Path, sshd_server: SshdServer) -> None:
+    """Issue 13, item 23: `ssh://host/~/path` is `path` in the login's home folder on the
+    host (as scp's `host:~/path`); it was read as a root folder named "~". The hub is
+    reached from the home folder with `..`, so that the test writes only under tmp_path."""
+    home = pwd.getpwnam(sshd_server.user).pw_dir
+    relative = os.path.relpath(hub, home)
+    url = f"ssh://{sshd_server.user}@127.0.0.1:{sshd_server.port}/~/{relative}"
+    options = {**ssh_remote(sshd_server, hub), "hub_url": url}
+    a = make_replica(tmp_path, "a", **options)
+    b = make_replica(tmp_path, "b", str(hub))
+    a.memory().add("fact", "Pushed through ~/.")
+    a.sync()
+    b.sync()
+    assert_converged([a, b])
+    assert len(record_lines(hub_file(hub, a))) == 1
