@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -183,3 +184,47 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     assert result.returncode == 0, output
     # Unknown keys and bad values are only warnings, naming the file: fail on them too.
     assert UNIT.name not in output, output
+
+
+def _readwrite_paths(home: Path) -> list[tuple[Path, bool]]:
+    """The unit's ReadWritePaths= for `home`: each path, and whether it is optional ("-")."""
+    out = []
+    for word in _read_unit()["Service"]["ReadWritePaths"].split():
+        optional = word.startswith("-")
+        out.append((Path(word.lstrip("-").replace("%h", str(home))), optional))
+    return out
+
+
+def test_the_unit_may_write_every_default_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state directory, the default memory's folder and the config folder are in
+    ReadWritePaths= (folders elsewhere need a drop-in, as the README says), and the unit
+    makes the ones it requires before the sandbox needs them."""
+    from memsync.config import default_config, default_config_path
+    from memsync.local.dirs import default_state_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "MEMSYNC_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    allowed = _readwrite_paths(tmp_path)
+    config = default_config()
+    for needed in (config.state_dir, default_state_dir(), default_config_path().parent):
+        assert any(needed == p or p in needed.parents for p, _ in allowed), needed
+    for memory in config.memory:
+        assert any(memory.path.parent == p or p in memory.path.parents for p, _ in allowed)
+    made = _read_unit()["Service"]["ExecStartPre"].replace("%h", str(tmp_path)).split()
+    assert all(str(p) in made for p, optional in allowed if not optional)
+
+
+def test_the_readme_installs_memsync_where_the_unit_runs_it() -> None:
+    """Issue 13, item 23: the README said `pip install --user .`, which Debian's and
+    Ubuntu's Python refuse (PEP 668); pipx puts the command in ~/.local/bin, where the
+    unit's ExecStart= runs it."""
+    readme = (UNIT.parent.parent / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```sh\n(.*?)^```$", readme, re.MULTILINE | re.DOTALL)
+    commands = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    assert not [c for c in commands if c.startswith("pip install")]
+    systemd_block = readme[readme.index("### As a systemd user service") :]
+    assert "\npipx install .  " in systemd_block.split("```")[1]
+    assert _read_unit()["Service"]["ExecStart"] == "%h/.local/bin/memsync daemon"
