@@ -306,3 +306,22 @@ def test_a_full_state_directory_names_the_index(
         rf"memsync: {re.escape(str(full_disk))}/memsync/\w+/[^ ]+\.sqlite: no space left on device",
         err,
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["add", "good.jsonl/new.jsonl", "--kind", "fact", "--text", "x"],
+        ["merge", "good.jsonl", "--into", "good.jsonl/new.jsonl"],
+        ["handoff", "good.jsonl", "good.jsonl/new.jsonl"],
+        ["mcp", "good.jsonl/new.jsonl"],
+    ],
+    ids=" ".join,
+)
+def test_a_file_where_a_folder_belongs_is_named(
+    workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A memory path under a file said "<file>: file exists" (making its folder)."""
+    status, err = _cli(capsys, *argv)
+    assert status == 2
+    assert re.fullmatch(r"memsync: (\S*/)?good\.jsonl(/new\.jsonl)?: not a directory", err), err

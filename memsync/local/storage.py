@@ -261,10 +261,16 @@ def atomic_replace(path: Path, data: bytes) -> None:
 def private_dirs(folder: Path) -> None:
     """Create `folder` and every missing folder above it with mode 0700 (a state
     directory, a new memory file's folder): `Path.mkdir(parents=True, mode=...)` gives the
-    mode to the last one only, the others get 0755 (issue 13, item 20)."""
+    mode to the last one only, the others get 0755 (issue 13, item 20).
+
+    Raises:
+        NotADirectoryError: naming the first existing path on the way that is no folder.
+    """
     missing: list[Path] = []
     for p in (folder, *folder.parents):
         if p.exists():
+            if not p.is_dir():  # a file where a folder belongs: say so, not "file exists"
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(p))
             break
         missing.append(p)
     for p in reversed(missing):
