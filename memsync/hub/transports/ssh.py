@@ -14,11 +14,7 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import getpass
-import hashlib
-import logging
 import os
 import posixpath
 import secrets
@@ -36,6 +32,7 @@ from paramiko.sftp import CMD_EXTENDED
 
 from memsync.errors import HostKeyError, MemsyncError, TransportError
 from memsync.hub.transports._ssh_auth import login_failure
+from memsync.hub.transports._ssh_hostkeys import HostKeyPolicy, fingerprint, load_known_hosts
 from memsync.hub.transports.base import RemoteFile, check_name, map_errors, validate_name
 
 if TYPE_CHECKING:
@@ -45,89 +42,6 @@ __all__ = ["SSHTransport"]
 
 _CHUNK = 32 * 1024  # the largest SFTP write every server accepts (draft-ietf-secsh-filexfer)
 _T = TypeVar("_T")
-_log = logging.getLogger(__name__)
-
-
-def _fingerprint(key: paramiko.PKey) -> str:
-    """The OpenSSH form of a key's fingerprint: `SHA256:<base64 without padding>`."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def _load_known_hosts(path: Path, into: paramiko.HostKeys) -> set[bytes]:
-    """Load an OpenSSH known_hosts file into `into`; return the `@revoked` keys' blobs.
-
-    paramiko's own loader stops the whole file on a line it cannot decode (a
-    `@cert-authority` line gives "Incorrect padding"), which broke every SSH remote. Here
-    such a line is skipped with a debug note; `@revoked` keys are returned so that the
-    caller refuses them even where another line lists them as known.
-    """
-    revoked: set[bytes] = set()
-    entries: list[paramiko.hostkeys.HostKeyEntry] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line_no, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line.startswith("@"):
-                marker, _, rest = line.partition(" ")
-                fields = rest.split()
-                if marker == "@revoked" and len(fields) >= 3:
-                    with suppress(binascii.Error, ValueError):
-                        revoked.add(base64.b64decode(fields[2], validate=True))
-                        continue
-                _log.debug("%s:%d: %s line skipped (not supported)", path, line_no, marker)
-                continue
-            try:
-                entry = paramiko.hostkeys.HostKeyEntry.from_line(line, line_no)
-            except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError) as exc:
-                _log.debug("%s:%d: line skipped (%s)", path, line_no, exc)
-                continue
-            if entry is not None and entry.key is not None:
-                entries.append(entry)
-    for entry in entries:
-        if entry.key.asbytes() not in revoked:
-            for name in entry.hostnames:
-                into.add(name, entry.key.get_name(), entry.key)
-    return revoked
-
-
-class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
-    """Refuse an unknown or revoked host key; record an unknown one when the user said
-    `accept_new_host_key`."""
-
-    def __init__(self, owner: SSHTransport, revoked: set[bytes]) -> None:
-        self.owner = owner
-        self.revoked = revoked
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
-        owner = self.owner
-        described = f"{key.get_name()} {_fingerprint(key)}"
-        if key.asbytes() in self.revoked:
-            raise HostKeyError(
-                f"{owner.server}: host key {described} is marked @revoked in "
-                f"{owner.known_hosts}; refusing to connect"
-            )
-        if not owner.accept_new_host_key:
-            raise HostKeyError(
-                f"{owner.server}: unknown host key {described}; check it, then add it to "
-                f"{owner.known_hosts} (ssh-keyscan -p {owner.port} {owner.hostname}) "
-                "or set accept_new_host_key = true"
-            )
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        with map_errors(f"recording the host key of {owner.server} in {owner.known_hosts}"):
-            owner.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with open(os.open(owner.known_hosts, flags, 0o600), "rb+") as f:
-                end = f.seek(0, os.SEEK_END)
-                if end:
-                    f.seek(end - 1)
-                    if f.read(1) != b"\n":
-                        line = "\n" + line  # do not glue it to an unterminated last line
-                f.write(line.encode("ascii"))  # O_APPEND: at the end, whatever the position
-        client.get_host_keys().add(hostname, key.get_name(), key)
 
 
 def _keeps_connection(exc: BaseException) -> bool:
@@ -216,8 +130,8 @@ class SSHTransport:
         try:
             revoked: set[bytes] = set()
             if self.known_hosts.is_file():
-                revoked = _load_known_hosts(self.known_hosts, client.get_host_keys())
-            client.set_missing_host_key_policy(_HostKeyPolicy(self, revoked))
+                revoked = load_known_hosts(self.known_hosts, client.get_host_keys())
+            client.set_missing_host_key_policy(HostKeyPolicy(self, revoked))
             client.connect(
                 self.hostname,
                 port=self.port,
@@ -245,8 +159,8 @@ class SSHTransport:
             client.close()
             raise HostKeyError(
                 f"{self.server}: HOST KEY CHANGED (possible man-in-the-middle): it offers "
-                f"{exc.key.get_name()} {_fingerprint(exc.key)}, but {self.known_hosts} has "
-                f"{exc.expected_key.get_name()} {_fingerprint(exc.expected_key)}; if the change "
+                f"{exc.key.get_name()} {fingerprint(exc.key)}, but {self.known_hosts} has "
+                f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}; if the change "
                 f"is expected, remove the old entry (ssh-keygen -R {self._known_hosts_name} "
                 f"-f {self.known_hosts}) and connect again"
             ) from None
