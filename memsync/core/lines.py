@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from memsync.core.records import KINDS, Record
 from memsync.core.timestamps import EPOCH, Timestamp
@@ -156,20 +157,54 @@ class _Fields(msgspec.Struct, gc=False):
     """The fields rule 3 gives a type to, decoded and type-checked in one pass by msgspec.
 
     Unknown fields are ignored here and kept in the raw bytes (rules 3 and 5). Which
-    fields are required depends on `deleted`, so that is checked in `_record`.
+    fields are required depends on `deleted`, so that is checked in `_record`. A field
+    left out is UNSET (its default applies), so that `classify` can count the fields a
+    line holds: when those are all its keys, no unknown field needs a second decode.
     """
 
     id: str
     created_at: msgspec.Raw  # decoded by `_instant`, which also sees how it is written
-    deleted: bool = False
-    kind: Literal["preference", "lesson", "fact", "source", "avoid"] | None = None
-    text: str | None = None
-    scope: str = "global"
-    tags: list[str] = []
-    source: str | None = None
-    confidence: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 1.0
-    expires_at: msgspec.Raw = msgspec.Raw(b"null")
-    supersedes: str | None = None
+    deleted: bool | UnsetType = UNSET
+    kind: Literal["preference", "lesson", "fact", "source", "avoid"] | UnsetType | None = UNSET
+    text: str | UnsetType | None = UNSET
+    scope: str | UnsetType = UNSET
+    tags: list[str] | UnsetType = UNSET
+    source: str | UnsetType | None = UNSET
+    confidence: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | UnsetType = UNSET
+    expires_at: msgspec.Raw | UnsetType = UNSET
+    supersedes: str | UnsetType | None = UNSET
+
+    def strings(self) -> int:
+        """How many JSON strings, keys and values, the known fields are written with
+        (a timestamp is one when it is a string: else the line is bad anyway)."""
+        tags = self.tags
+        return (
+            self.count()
+            + 1
+            + (bytes(self.created_at)[:1] == b'"')
+            + (type(self.kind) is str)
+            + (type(self.text) is str)
+            + (type(self.scope) is str)
+            + (len(tags) if type(tags) is list else 0)
+            + (type(self.source) is str)
+            + (self.expires_at is not UNSET and bytes(self.expires_at)[:1] == b'"')
+            + (type(self.supersedes) is str)
+        )
+
+    def count(self) -> int:
+        """How many of the known fields the line holds."""
+        return (
+            2
+            + (self.deleted is not UNSET)
+            + (self.kind is not UNSET)
+            + (self.text is not UNSET)
+            + (self.scope is not UNSET)
+            + (self.tags is not UNSET)
+            + (self.source is not UNSET)
+            + (self.confidence is not UNSET)
+            + (self.expires_at is not UNSET)
+            + (self.supersedes is not UNSET)
+        )
 
 
 _decode_fields = msgspec.json.Decoder(_Fields).decode
@@ -194,7 +229,7 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
         return _not_a_record(raw, str(exc), source, line_no)
     except RecursionError:  # msgspec's own depth limit, far past MAX_DEPTH
         return Invalid(f"nested deeper than {MAX_DEPTH} levels")
-    problem = _structure_problem(raw)
+    problem = _structure_problem(raw, f)
     if problem is not None:
         return Invalid(problem)
     rid = f.id
@@ -203,23 +238,24 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
     ts = _instant(f.created_at)
     if isinstance(ts, str):
         return Invalid(f"'created_at' {ts}")
-    if f.deleted:
+    if f.deleted is True:
         return Record(raw, rid, ts, True, False, None, None)
-    if f.kind is None:
+    if f.kind is None or f.kind is UNSET:
         return Invalid(f"missing 'kind' (one of {', '.join(KINDS)})")
-    if f.text is None:
+    if f.text is None or f.text is UNSET:
         return Invalid("missing 'text'")
-    if not f.scope:
+    if f.scope == "":
         return Invalid("'scope' is empty")
     expires: int | None = None
-    if bytes(f.expires_at) != b"null":
+    if f.expires_at is not UNSET and bytes(f.expires_at) != b"null":
         instant = _instant(f.expires_at)
         if isinstance(instant, str):
             return Invalid(f"'expires_at' {instant}")
         expires = instant
     if f.supersedes == "":
         return Invalid("'supersedes' is empty")
-    return Record(raw, rid, ts, False, f.source == "user", f.supersedes, expires)
+    supersedes = None if f.supersedes is UNSET else f.supersedes
+    return Record(raw, rid, ts, False, f.source == "user", supersedes, expires)
 
 
 _decode_instant = msgspec.json.Decoder(Timestamp).decode
@@ -246,23 +282,36 @@ def _instant(value: msgspec.Raw) -> int | str:
     return us
 
 
-def _structure_problem(raw: bytes) -> str | None:
+def _structure_problem(raw: bytes, fields: _Fields | None) -> str | None:
     """Why a line that decodes as JSON is still a bad line under rule 4, or None.
 
     Three shapes on which two JSON readers can disagree: an object with a duplicate key
     (one keeps the first value, another the last), a number that is not finite as a double
     (`1e999`, or an integer of 309 digits), and nesting deeper than `MAX_DEPTH` (one
-    reader recurses, another fails). `raw` must be valid JSON syntax.
+    reader recurses, another fails). `raw` must be valid JSON syntax; `fields` are its
+    fields of rule 3, decoded and type-checked already (None: not known).
 
-    Cost: a few C-level passes over the line, plus a full decode; no Python loop over its
-    characters unless the line holds more than `MAX_DEPTH` brackets.
+    Cost: a few C-level passes over the line; a second, full decode only when the line
+    holds more than those fields (unknown ones, or a key written twice); no Python loop
+    over its characters unless the line holds more than `MAX_DEPTH` brackets.
     """
+    if fields is not None and b"\\" not in raw and raw.count(b'"') == 2 * fields.strings():
+        # The common line, checked without a copy: with no escape, every '"' delimits a
+        # string. Its known fields, typed and checked, account for so many strings (keys
+        # and values); any other key (unknown, or a known one written twice) would add
+        # at least its own. So these are all the keys, each once: none of the shapes.
+        return None
     # The text outside string literals: drop escaped backslashes, then escaped quotes, so
     # that every '"' left delimits a string; the even pieces of a split on '"' are then
     # exactly the JSON outside strings: punctuation, numbers, true, false, null.
     text = raw.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in raw else raw
     outside = b"".join(text.split(b'"')[::2])
     opens = outside.count(b"{")
+    # Outside strings, a ':' only ever ends a key: their count is the number of keys as
+    # written. One object whose keys are exactly the known fields (typed and checked:
+    # finite numbers, a list of strings at most) can hide none of the three shapes.
+    if fields is not None and opens == 1 and outside.count(b":") == fields.count():
+        return None
     if opens + outside.count(b"[") > MAX_DEPTH and _depth(outside) > MAX_DEPTH:
         return f"nested deeper than {MAX_DEPTH} levels"
     try:
@@ -271,8 +320,7 @@ def _structure_problem(raw: bytes) -> str | None:
         return "holds a number that is not finite (out of a double's range)"
     if len(outside) >= 309 and _HUGE_INTEGER.search(outside) is not None:
         return "holds a number that is not finite (out of a double's range)"
-    # Outside strings, a ':' only ever ends a key: their count is the number of keys as
-    # written, which equals the number of distinct keys unless one repeats.
+    # The keys as written equal the distinct keys unless one repeats.
     distinct = len(obj) if opens == 1 and type(obj) is dict else _count_keys(obj)
     if outside.count(b":") != distinct:
         return "an object has a duplicate key"
@@ -316,7 +364,7 @@ def _not_a_record(raw: bytes, error: str, source: str, line_no: int) -> Parsed:
         return Invalid(f"not valid JSON ({error.removeprefix('JSON is malformed: ')})")
     except RecursionError:  # msgspec's own depth limit, far past MAX_DEPTH
         return Invalid(f"nested deeper than {MAX_DEPTH} levels")
-    problem = _structure_problem(raw)
+    problem = _structure_problem(raw, None)
     if problem is not None:
         return Invalid(problem)
     if type(obj) is not dict:
