@@ -20,7 +20,7 @@ from typing import Protocol
 from memsync.core.names import shown, valid_name
 from memsync.errors import MemsyncError, TransportError, TransportTimeout
 
-__all__ = ["RemoteFile", "Transport", "check_name", "map_errors", "validate_name"]
+__all__ = ["RemoteFile", "Transport", "check_name", "is_timeout", "map_errors", "validate_name"]
 
 
 def validate_name(name: str) -> bool:
@@ -95,7 +95,8 @@ def _one_line(exc: BaseException) -> str:
     return text.rstrip(" :.") or type(exc).__name__
 
 
-def _is_timeout(exc: BaseException | None) -> bool:
+def is_timeout(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an exception it was raised from, is a timeout."""
     # paramiko raises SSHException from a socket.timeout (banner, channel), so look at the chain.
     seen = 0
     while exc is not None and seen < 8:
@@ -110,7 +111,7 @@ def _translate(
     where: str, exc: BaseException, host: str | None, path: str | None
 ) -> TransportError:
     detail = _one_line(exc)
-    if _is_timeout(exc):
+    if is_timeout(exc):
         quiet = detail in ("TimeoutError", "timeout", "timed out")
         message = f"{where}: timed out" + ("" if quiet else f" ({detail})")
         return TransportTimeout(message, host, path)

@@ -8,6 +8,13 @@
 - One connection, opened on first use and reused. When it drops, the call in progress raises
   `TransportError` and the next call reconnects. Nothing is retried here: after a failed
   `write_at` the outcome is unknown and only the caller, after `size`, may decide to write again.
+- Every wait is bounded, so that a server that stops answering with the connection still
+  open (a dead VPN, a frozen host: no reset ever comes) costs a bounded time (issue 13,
+  item 15): the whole connection set-up (TCP, banner, key exchange, authentication, the SFTP
+  channel and its version exchange) by `connect_timeout`, each SFTP answer by `io_timeout`.
+  The first answer that does not come closes the connection, so that what the call does on
+  its way out (closing a file handle, removing a temp file) does not wait again; the error
+  says "no answer within N s".
 - Writes go to an explicit offset (`r+` and seek), never with the SFTP append flag, in
   acknowledged chunks of 32 KiB, so that a failure leaves a prefix of the data and never a hole.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 import getpass
 import os
 import posixpath
+import re
 import secrets
 import socket
 import stat
@@ -25,15 +33,21 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 import paramiko
 from paramiko.sftp import CMD_EXTENDED
 
-from memsync.errors import HostKeyError, MemsyncError, TransportError
+from memsync.errors import HostKeyError, MemsyncError, TransportError, TransportTimeout
 from memsync.hub.transports._ssh_auth import login_failure
 from memsync.hub.transports._ssh_hostkeys import HostKeyPolicy, fingerprint, load_known_hosts
-from memsync.hub.transports.base import RemoteFile, check_name, map_errors, validate_name
+from memsync.hub.transports.base import (
+    RemoteFile,
+    check_name,
+    is_timeout,
+    map_errors,
+    validate_name,
+)
 
 if TYPE_CHECKING:
     from memsync.hub.transports.base import Transport
@@ -41,7 +55,74 @@ if TYPE_CHECKING:
 __all__ = ["SSHTransport"]
 
 _CHUNK = 32 * 1024  # the largest SFTP write every server accepts (draft-ietf-secsh-filexfer)
+_TMP = ".{}.tmp-"  # `replace`'s temp file: `.<name>.tmp-<12 hex digits>`, hidden from passes
+_HANGS = "the server or the network hangs"
 _T = TypeVar("_T")
+
+
+class _SFTPClient(paramiko.SFTPClient):
+    """paramiko's SFTP client, that closes the connection at the first answer which does not
+    come within the channel's timeout (and remembers it: `timed_out`).
+
+    Without this, a call that times out waits the timeout again for each request made on
+    its way out: `SFTPFile.close` sends CLOSE and waits for the answer (swallowing the
+    error), `with` blocks close their file. With the connection closed they fail at once.
+    """
+
+    timed_out = False
+
+    def _read_packet(self) -> tuple[int, bytes]:
+        try:
+            return super()._read_packet()  # type: ignore[misc,no-any-return]  # (untyped)
+        except TimeoutError:
+            self._give_up()
+            raise
+
+    def _send_packet(self, t: int, packet: object) -> None:
+        try:
+            super()._send_packet(t, packet)  # type: ignore[misc]  # (not in the stubs)
+        except TimeoutError:  # the server's window stays shut: it reads nothing any more
+            self._give_up()
+            raise
+
+    def _give_up(self) -> None:
+        self.timed_out = True
+        transport = self.sock.get_transport()
+        if transport is not None:
+            transport.close()
+
+
+class _Deadline:
+    """Closes `client` if the `with` block has not ended within `seconds`: a bound on the
+    waits inside paramiko that have no timeout of their own (the `sftp` subsystem request
+    waits for its answer forever), and on the sum of those that do.
+
+    `expired` tells whether it fired; then whatever the block raised was caused by it.
+    """
+
+    def __init__(self, client: paramiko.SSHClient, seconds: float) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._done = False
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+        self._client.close()  # every wait of the set-up then ends (closed channel, socket)
+
+    def __enter__(self) -> Self:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
 
 
 def _keeps_connection(exc: BaseException) -> bool:
@@ -61,8 +142,10 @@ class SSHTransport:
         user, port, identity_file: override what `ssh_config_path` says for `host`.
         known_hosts: OpenSSH known_hosts file (hashed and `[host]:port` entries work).
         accept_new_host_key: record an unknown host key instead of refusing it.
-        connect_timeout: seconds for TCP connect, SSH banner, and authentication.
-        io_timeout: seconds to wait for any one SFTP answer.
+        connect_timeout: seconds for the whole connection set-up: TCP connect, SSH banner,
+            key exchange, authentication, the SFTP channel and its version exchange.
+        io_timeout: seconds to wait for any one SFTP answer (or for the server to take
+            more data); the first that does not come ends the call and the connection.
     """
 
     def __init__(
@@ -127,34 +210,14 @@ class SSHTransport:
     def _connect(self) -> paramiko.SFTPClient:
         client = paramiko.SSHClient()
         timeout, started = self.connect_timeout, time.monotonic()
+        deadline = _Deadline(client, timeout)
         try:
             revoked: set[bytes] = set()
             if self.known_hosts.is_file():
                 revoked = load_known_hosts(self.known_hosts, client.get_host_keys())
             client.set_missing_host_key_policy(HostKeyPolicy(self, revoked))
-            client.connect(
-                self.hostname,
-                port=self.port,
-                username=self.user,
-                password=None,  # keys only: no password or keyboard-interactive fallback
-                # paramiko takes a list here too; types-paramiko says str only.
-                key_filename=self.identity_files or None,  # type: ignore[arg-type]
-                allow_agent=True,
-                look_for_keys=not self.identity_files,
-                timeout=timeout,
-                banner_timeout=timeout,
-                auth_timeout=timeout,
-                channel_timeout=timeout,
-            )
-            transport = client.get_transport()
-            if transport is not None and isinstance(transport.sock, socket.socket):
-                # Without it a 32 KiB SFTP write (two SSH packets) waits for the peer's delayed
-                # ACK under Nagle: ~30 ms per chunk, 100x slower on loopback (OpenSSH sets it).
-                transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sftp = client.open_sftp()
-            channel = sftp.get_channel()
-            assert channel is not None
-            channel.settimeout(self.io_timeout)
+            with deadline:
+                sftp = self._handshake(client, timeout)
         except paramiko.BadHostKeyException as exc:
             client.close()
             raise HostKeyError(
@@ -167,27 +230,60 @@ class SSHTransport:
         except MemsyncError:  # our host key refusal
             client.close()
             raise
-        except (paramiko.SSHException, OSError) as exc:
+        except BaseException as exc:
             session = client.get_transport()
             logging_in = session is not None and session.is_active()
             logging_in = logging_in and not session.is_authenticated()  # type: ignore[union-attr]
             client.close()
-            timed_out = time.monotonic() - started >= timeout
-            # A stalled handshake surfaces as "No existing session" or a banner error.
-            if timed_out and isinstance(exc, paramiko.SSHException):
-                raise TimeoutError(f"no SSH handshake within {timeout:g} s ({exc})") from exc
-            if logging_in and not timed_out:  # paramiko's last complaint: say which key, why
+            # A stalled set-up surfaces as whatever the step in progress makes of it: a
+            # socket timeout, "Error reading SSH protocol banner", "No existing session",
+            # EOF, a closed channel (once the deadline closed the connection).
+            failed = isinstance(exc, paramiko.SSHException | OSError | EOFError)
+            if failed and (
+                deadline.expired or is_timeout(exc) or time.monotonic() - started >= timeout
+            ):
+                raise TransportTimeout(
+                    f"{self.server}: no SSH handshake within {timeout:g} s ({_HANGS})",
+                    self.hostname,
+                    self.root,
+                ) from None
+            if failed and logging_in:  # paramiko's last complaint: say which key, and why
                 raise TransportError(
                     login_failure(self.url, self.hostname, self.user, self.identity_files, exc),
                     self.hostname,
                     self.root,
                 ) from None
             raise
-        except BaseException:
-            client.close()
-            raise
         self._client, self._sftp = client, sftp
         return sftp
+
+    def _handshake(self, client: paramiko.SSHClient, timeout: float) -> _SFTPClient:
+        """TCP, banner, key exchange, authentication, then the SFTP channel, by hand: paramiko's
+        `open_sftp` sets no timeout on the channel before the SFTP version exchange."""
+        client.connect(
+            self.hostname,
+            port=self.port,
+            username=self.user,
+            password=None,  # keys only: no password or keyboard-interactive fallback
+            # paramiko takes a list here too; types-paramiko says str only.
+            key_filename=self.identity_files or None,  # type: ignore[arg-type]
+            allow_agent=True,
+            look_for_keys=not self.identity_files,
+            timeout=timeout,
+            banner_timeout=timeout,
+            auth_timeout=timeout,
+            channel_timeout=timeout,
+        )
+        transport = client.get_transport()
+        assert transport is not None  # connect() returned: it is there
+        if isinstance(transport.sock, socket.socket):
+            # Without it a 32 KiB SFTP write (two SSH packets) waits for the peer's delayed
+            # ACK under Nagle: ~30 ms per chunk, 100x slower on loopback (OpenSSH sets it).
+            transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        channel = transport.open_session(timeout=timeout)
+        channel.settimeout(self.io_timeout)
+        channel.invoke_subsystem("sftp")  # waits without a timeout: the deadline bounds it
+        return _SFTPClient(channel)
 
     def _session(self) -> paramiko.SFTPClient:
         transport = self._client.get_transport() if self._client else None
@@ -202,19 +298,23 @@ class SSHTransport:
             client.close()
 
     def _call(self, where: str, op: Callable[[paramiko.SFTPClient], _T]) -> _T:
+        shown = f"{self.url}/{where}".rstrip("/")
         with (
             self._lock,
-            map_errors(
-                f"{self.url}/{where}".rstrip("/"),
-                host=self.hostname,
-                path=posixpath.join(self.root, where),
-            ),
+            map_errors(shown, host=self.hostname, path=posixpath.join(self.root, where)),
         ):
+            sftp = self._session()
             try:
-                return op(self._session())
+                return op(sftp)
             except BaseException as exc:
                 if not _keeps_connection(exc):
                     self._drop()  # the next call reconnects
+                if isinstance(sftp, _SFTPClient) and sftp.timed_out:
+                    # Whatever the call raised after (EOF on the closed connection, or the
+                    # timeout itself), the cause is the silence.
+                    raise TransportTimeout(
+                        f"{shown}: no answer within {self.io_timeout:g} s ({_HANGS})"
+                    ) from None
                 raise
 
     def close(self) -> None:
@@ -399,12 +499,21 @@ class SSHTransport:
         self._call(where, op)
 
     def replace(self, folder: str, name: str, data: bytes) -> None:
+        """`Transport.replace`: a temp file `.<name>.tmp-<12 hex>` written, fsynced, renamed.
+
+        Leftover temp files of `name` (a replace cut off between write and rename: the
+        connection dropped, the process was killed) are removed first. Only this replica
+        replaces its own files and one pass at a time does so on this machine (the pass
+        lock), so any such file is a leftover: callers must not replace one name twice at
+        once (the slower one would then fail, its target untouched).
+        """
         check_name(self.url, folder, name)
         where = f"{folder}/{name}"
 
         def op(sftp: paramiko.SFTPClient) -> None:
             self._folder(sftp, folder, create=True)
-            tmp = self._path(folder, f".{name}.tmp-{secrets.token_hex(6)}")
+            self._remove_leftovers(sftp, folder, name)
+            tmp = self._path(folder, _TMP.format(name) + secrets.token_hex(6))
             try:
                 with sftp.open(tmp, "wx") as f:
                     f.chmod(0o600)
@@ -417,12 +526,22 @@ class SSHTransport:
                     self._fsync(sftp, f)
                 sftp.posix_rename(tmp, self._path(folder, name))
             except BaseException as exc:
-                if _keeps_connection(exc):  # else the session is gone and the temp file stays
+                # Else the session is gone and the temp file stays: the next replace of
+                # `name` removes it.
+                if _keeps_connection(exc):
                     with suppress(Exception):  # best effort: the first error is the one to report
                         sftp.remove(tmp)
                 raise
 
         self._call(where, op)
+
+    def _remove_leftovers(self, sftp: paramiko.SFTPClient, folder: str, name: str) -> None:
+        """Remove the temp files of `name` that an interrupted `replace` left in `folder`."""
+        leftover = re.compile(re.escape(_TMP.format(name)) + "[0-9a-f]{12}")
+        for found in sftp.listdir(self._path(folder)):
+            if leftover.fullmatch(found):
+                with suppress(FileNotFoundError):  # a link is removed, never followed
+                    sftp.remove(self._path(folder, found))
 
 
 if TYPE_CHECKING:
