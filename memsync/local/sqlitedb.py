@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import sqlite3
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,21 @@ def connect(
     assert isinstance(db, _Connection)
     db.db_path = str(db_path)
     os.chmod(db_path, 0o600)
-    db.execute("PRAGMA journal_mode=WAL")
+    _write_ahead(db)
     db.execute("PRAGMA synchronous=NORMAL")
     return db
+
+
+def _write_ahead(db: sqlite3.Connection) -> None:
+    """Switch `db` to write-ahead logging. While another connection (another pass of the
+    daemon, another process) sets up the same file, SQLite answers "database is locked" at
+    once, without waiting its busy timeout: that lasts milliseconds, so try again (5 s)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except OSError as exc:  # `state_db_error`'s translation of SQLite's error
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
