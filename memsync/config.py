@@ -66,7 +66,7 @@ __all__ = [
     "parse_remote_url",
 ]
 
-_SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key")
+_SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key", "timeout_seconds")
 _S3_ONLY = ("endpoint_url", "region", "profile")
 # Keys that would hold a credential: refused with a hint, never echoed (issue 11).
 _SECRET_KEY_RE = re.compile(r"secret|password|passwd|access_key|session_token|credential|token")
@@ -189,6 +189,10 @@ class RemoteConfig(_Model):
     accept_new_host_key: bool = False
     """SSH only: trust and record an unknown host key on first contact (OpenSSH accept-new);
     a changed key is still refused."""
+    timeout_seconds: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
+    """SSH only: how long to wait for any one answer of the server before the pass fails
+    with "no answer" (a host or a network that hangs, no reset coming); setting up the
+    connection gets this long too, at most 10 s."""
     endpoint_url: str | None = None
     """S3 only: the store's endpoint, e.g. `http://127.0.0.1:8333`; else AWS's."""
     region: str | None = None

@@ -586,7 +586,13 @@ def test_memory_with_empty_remotes_stays_local(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "line", ['identity_file = "~/.ssh/k"', 'known_hosts = "/kh"', "accept_new_host_key = false"]
+    "line",
+    [
+        'identity_file = "~/.ssh/k"',
+        'known_hosts = "/kh"',
+        "accept_new_host_key = false",
+        "timeout_seconds = 5",
+    ],
 )
 def test_ssh_only_key_on_folder_remote_refused(tmp_path: Path, line: str) -> None:
     key = line.split(" ")[0]
@@ -595,6 +601,28 @@ def test_ssh_only_key_on_folder_remote_refused(tmp_path: Path, line: str) -> Non
     )
     assert error.key == f"remote[0].{key}"
     assert "ssh:// remotes only" in error.message
+
+
+@pytest.mark.parametrize(
+    ("line", "io", "connect"), [("", 30.0, 10.0), ("timeout_seconds = 4", 4.0, 4.0)]
+)
+def test_timeout_seconds_bounds_each_answer_and_the_ssh_set_up(
+    tmp_path: Path, line: str, io: float, connect: float
+) -> None:
+    """issue 13, item 15: how long a hung SSH hub holds up its pass."""
+    from memsync.configured import open_remote
+    from memsync.hub.transports.ssh import SSHTransport
+
+    path = write(tmp_path, MINIMAL + f'[[remote]]\nname = "vm"\nurl = "ssh://vm/p"\n{line}\n')
+    transport = open_remote(load_config(path).remote[0])
+    assert isinstance(transport, SSHTransport)
+    assert (transport.io_timeout, transport.connect_timeout) == (io, connect)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "3601"])
+def test_timeout_seconds_must_be_a_sane_number(tmp_path: Path, value: str) -> None:
+    text = MINIMAL + f'[[remote]]\nname = "vm"\nurl = "ssh://vm/p"\ntimeout_seconds = {value}\n'
+    assert config_error(tmp_path, text).key == "remote[0].timeout_seconds"
 
 
 # --- the file itself ------------------------------------------------------------------

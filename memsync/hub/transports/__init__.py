@@ -24,6 +24,7 @@ def open_transport(
     identity_file: str | Path | None = None,
     known_hosts: str | Path | None = None,
     accept_new_host_key: bool = False,
+    timeout: float | None = None,
     endpoint_url: str | None = None,
     region: str | None = None,
     profile: str | None = None,
@@ -36,6 +37,8 @@ def open_transport(
         path: the hub root directory; for "s3" the key prefix in the bucket.
         host, user, port, identity_file, known_hosts, accept_new_host_key: for "ssh" only;
             see `memsync.hub.transports.ssh.SSHTransport`. For "s3", `host` is the bucket.
+        timeout: for "ssh" only: seconds to wait for any one answer (`io_timeout`), and for
+            the connection set-up (`connect_timeout`, at most 10 s); None: the defaults.
         endpoint_url, region, profile: for "s3" only; see `memsync.hub.transports.s3.S3Transport`.
 
     Raises:
@@ -53,6 +56,7 @@ def open_transport(
             raise TransportError(f"ssh remote {path!r}: no host given", None, path)
         from memsync.hub.transports.ssh import SSHTransport
 
+        io_timeout = 30.0 if timeout is None else timeout
         return SSHTransport(
             host,
             path,
@@ -61,6 +65,8 @@ def open_transport(
             identity_file=identity_file,
             known_hosts=known_hosts,
             accept_new_host_key=accept_new_host_key,
+            connect_timeout=min(10.0, io_timeout),
+            io_timeout=io_timeout,
         )
     if scheme == "s3":
         if not host:
