@@ -4,9 +4,14 @@ watchfiles watches the folders (never the files: an atomic replace ends a file w
 the local memory files and of folder remotes; APScheduler (3.x) polls SSH remotes with
 jitter, polls folder hubs too (inotify never sees other machines' writes on NFS or SMB),
 runs a periodic reconciliation pass, the compaction schedule and the status heartbeat.
-Every reaction is a request put on one queue and carried out by the main loop, one at a
-time, so no two passes ever overlap. Reactions are idempotent: memsync's own writes wake
-the watcher, cost one cheap pass that finds nothing new, and stop there.
+Reactions are idempotent: memsync's own writes wake the watcher, cost one cheap pass that
+finds nothing new, and stop there.
+
+Every reaction is a request carried out by a worker thread: one per remote (its polls and
+passes, one at a time, so no two passes of a memory and a remote ever overlap), one for
+compaction; the main loop itself only validates local files and reloads. A remote that
+hangs (issue 13, item 15: an SSH server behind a dead VPN answers nothing, for as long as
+the transport's timeout) holds up its own worker only: the other remotes go on syncing.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,6 +32,7 @@ from typing import Any
 
 from memsync import _systemd
 from memsync._watch import watch_jsonl
+from memsync._worker import Worker
 from memsync.config import Config, RemoteConfig, load_config
 from memsync.configured import codec_for, open_remote
 from memsync.core.timestamps import SECOND
@@ -34,7 +40,7 @@ from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
 from memsync.hub.codec import PlainCodec
 from memsync.hub.compaction import compact_memory
 from memsync.hub.state import resolve_replica, retired
-from memsync.hub.sync import sync_once
+from memsync.hub.sync import SyncReport, sync_once
 from memsync.hub.transports import Transport
 from memsync.local.fresh import now_us
 from memsync.local.lock import held
@@ -62,7 +68,14 @@ BACKOFF_CAP = 300.0
 HEARTBEAT_SECONDS = 30.0
 """How often the status is rewritten even when nothing happens."""
 
+WORKER_STUCK_SECONDS = 600.0
+"""The systemd watchdog is no longer fed once one piece of work (a pass, a compaction, a
+turn of the main loop) has lasted this long: the daemon is stuck, let systemd restart it.
+A remote's every wait is bounded far below (`SSHTransport`: 10 s to connect, 30 s per
+answer), so a hung remote never trips it."""
+
 _COMPACT = "\0compact"  # the request to compact a memory, instead of a remote's name
+_POLL = "\0poll"  # a worker's request to look at its hub, instead of a memory's name
 
 
 @dataclass
@@ -74,7 +87,8 @@ class _Backoff:
 
 @dataclass
 class _Requests:
-    """The queue of work: (memory, remote) pairs; a set, so a burst of events is one pass."""
+    """The main loop's queue: (memory, "") pairs, a validation of the local file each; a
+    set, so a burst of events is one validation. (Passes go to the remotes' workers.)"""
 
     pending: set[tuple[str, str]] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -115,6 +129,10 @@ class Daemon:
         self._status: DaemonStatus | None = None
         self._busy_since: float | None = None
         self._hub_signature: dict[str, tuple[tuple[str, int], ...]] = {}
+        self._workers: dict[str, Worker] = {}
+        # Guards what the workers share: the status, the back-off records, the validation
+        # watches, the hub signatures (held for bookkeeping only, never during a pass).
+        self._state_lock = threading.RLock()
 
     # The straight line
 
@@ -136,7 +154,8 @@ class Daemon:
                 _systemd.notify("STOPPING=1")
                 logger.info("stopping")
                 self._stop_all()
-                self._write_status()
+                with self._state_lock:
+                    self._write_status()
         return 0
 
     @contextmanager
@@ -180,12 +199,20 @@ class Daemon:
                 ms.carry_compaction(old)
             for rc in cfg.memory_remotes(mem):
                 self._status.memories[mem.name].remotes[rc.name] = RemoteStatus()
-                self._requests.add(mem.name, rc.name)  # a first pass at start-up
             self._validate(mem.name)
         self._transports = {rc.name: open_remote(rc) for rc in cfg.remote}
+        self._workers = {
+            name: Worker(name, self._carry_out) for name in [*self._transports, _COMPACT]
+        }
+        for worker in self._workers.values():
+            worker.start()
+        for mem in cfg.memory:
+            for rc in cfg.memory_remotes(mem):
+                self.request(mem.name, rc.name)  # a first pass at start-up
         self._start_watcher()
         self._start_scheduler()
-        self._write_status()
+        with self._state_lock:
+            self._write_status()
 
     def _loop(self) -> None:
         while not self._stopping:
@@ -194,10 +221,16 @@ class Daemon:
                 self._do_reload()
             self._wake.wait(0.2)
             self._wake.clear()
-            for memory, remote in sorted(self._requests.take()):
-                if self._stopping:
-                    break
-                self._carry_out(memory, remote)
+            self._busy_since = time.monotonic()
+            try:
+                for memory, _ in sorted(self._requests.take()):
+                    if self._stopping:
+                        break
+                    with self._state_lock:
+                        self._validate(memory)
+                        self._write_status()
+            finally:
+                self._busy_since = None
 
     def _stop_all(self) -> None:
         self._watch_stop.set()
@@ -207,42 +240,51 @@ class Daemon:
         if self._watcher is not None:
             self._watcher.join(timeout=3)
             self._watcher = None
-        for t in self._transports.values():
-            t.close()
+        workers, self._workers = self._workers, {}
+        for worker in workers.values():
+            worker.stop()
+        # A write in progress is finished (SIGTERM); one waiting on a remote that does not
+        # answer is not waited for beyond this (the workers are daemon threads).
+        deadline = time.monotonic() + 2.0
+        for worker in workers.values():
+            worker.join(max(0.0, deadline - time.monotonic()))
+        for name, t in self._transports.items():
+            if workers[name].join(0):
+                t.close()  # else still in a call: closing would wait for it
         self._transports = {}
 
     # Reacting
 
     def request(self, memory: str, remote: str) -> None:
-        """Ask for a pass (thread-safe; the main loop carries it out)."""
-        self._requests.add(memory, remote)
-        self._wake.set()
-
-    def _carry_out(self, memory: str, remote: str) -> None:
-        backoff = self._backoff.get((memory, remote))
-        if backoff is not None and time.monotonic() < backoff.next_try:
-            # Not yet: ask again later. Nothing was done, so the status is not rewritten
-            # (this comes round at every turn of the loop while a remote backs off).
+        """Ask for a pass of `memory` with `remote`, a compaction (`_COMPACT`), or a validation
+        of the local file (`""`). Thread-safe; carried out by the remote's worker, the
+        compaction worker, or the main loop."""
+        if remote == "":
             self._requests.add(memory, remote)
-            return
-        self._busy_since = time.monotonic()
-        try:
-            if remote == _COMPACT:
-                self._compact(memory)
-            elif remote == "":
-                self._validate(memory)
-            else:
-                self._sync(memory, remote)
-        except Exception:  # a bug must not stop the daemon; it is logged with its traceback
-            logger.exception("unexpected error in %s %s", memory, remote or "validation")
-        finally:
-            self._busy_since = None
-        self._write_status()
+            self._wake.set()
+        elif (worker := self._workers.get(remote)) is not None:
+            worker.add(memory)
 
-    def _sync(self, memory: str, remote: str) -> None:
-        backoff = self._backoff.setdefault((memory, remote), _Backoff())
+    def _carry_out(self, memory: str, remote: str, stopped: threading.Event) -> None:
+        """One request, in `remote`'s worker (`remote` is `_COMPACT` in compaction's)."""
+        try:
+            if memory == _POLL:
+                self._poll_now(remote)
+            elif remote == _COMPACT:
+                self._compact(memory)
+            else:
+                self._sync(memory, remote, stopped)
+        except Exception:  # a bug must not stop the daemon; it is logged with its traceback
+            logger.exception("unexpected error in %s %s", memory, remote)
+
+    def _sync(self, memory: str, remote: str, stopped: threading.Event) -> None:
+        with self._state_lock:
+            backoff = self._backoff.setdefault((memory, remote), _Backoff())
         if time.monotonic() < backoff.next_try:
-            self._requests.add(memory, remote)  # not yet: try again after the back-off
+            # Not yet: ask again at the worker's next turn. Nothing was done, so the status
+            # is not rewritten (this comes round 5 times a second while a remote backs off).
+            if (worker := self._workers.get(remote)) is not None:
+                worker.add(memory, wake=False)
             return
         mem = self.config.memory_named(memory)
         transport = self._transports.get(remote)
@@ -257,6 +299,22 @@ class Daemon:
             state_dir=self.config.state_dir,
             codec=self._codec(memory, remote),  # issue 12
         )
+        if stopped.is_set():
+            return  # stopping or reloading: the status and back-off are no longer ours
+        with self._state_lock:
+            self._after_pass(memory, remote, report, transport, backoff)
+            self._write_status()
+
+    def _after_pass(
+        self,
+        memory: str,
+        remote: str,
+        report: SyncReport,
+        transport: Transport,
+        backoff: _Backoff,
+    ) -> None:
+        """The bookkeeping of a pass: validation, status, log lines, back-off (under
+        `_state_lock`)."""
         self._validate(memory)
         assert self._status is not None
         st = self._status.memories[memory].remotes.setdefault(remote, RemoteStatus())
@@ -304,7 +362,7 @@ class Daemon:
             delay = min(BACKOFF_CAP, 2.0 ** min(backoff.failures, 12)) * random.uniform(0.8, 1.2)  # noqa: S311 (jitter)
             backoff.next_try = time.monotonic() + delay
             st.note_failure(report.error, now, report.error_kind)
-            self._requests.add(memory, remote)
+            self.request(memory, remote)
 
     def _note_returns(
         self,
@@ -339,18 +397,20 @@ class Daemon:
         if mem is None:
             return
         cc = self.config.compaction
-        assert self._status is not None
-        ms = self._status.memories[memory]
         remotes = [rc.name for rc in self.config.memory_remotes(mem)]
         # Agents writing continuously keep the file from ever being quiet: past the bound,
         # compact without the quiet period (the drain of rule 16 keeps their lines).
-        forced = ms.overdue(now_us(), cc.max_postpone_seconds)
+        with self._state_lock:
+            assert self._status is not None
+            ms = self._status.memories[memory]
+            forced = ms.overdue(now_us(), cc.max_postpone_seconds)
+            postponements = ms.postponements
         if forced:
             logger.warning(
                 "%s: compaction postponed %d time(s) (max_postpone_seconds = %g): compacting "
                 "anyway under the lock; lines appended meanwhile are copied into the new file",
                 mem.path,
-                ms.postponements,
+                postponements,
                 cc.max_postpone_seconds,
             )
         try:
@@ -368,14 +428,16 @@ class Daemon:
             )
         except NotQuiet as exc:
             logger.info("%s: compaction postponed: %s", mem.path, exc)
-            ms.note_postponed(str(exc), now_us())
+            why = str(exc)
+            self._note_compaction(memory, lambda ms: ms.note_postponed(why, now_us()))
             self._retry_compaction(memory)
             return
         except (MemsyncError, OSError) as exc:
             logger.error("%s: compaction failed: %s", mem.path, exc)
-            ms.last_compaction_note = f"failed: {exc}"
+            failure = f"failed: {exc}"
+            self._note_compaction(memory, lambda ms: setattr(ms, "last_compaction_note", failure))
             return
-        ms.note_compacted(now_us(), forced=forced)
+        self._note_compaction(memory, lambda ms: ms.note_compacted(now_us(), forced=forced))
         result = done.local
         logger.info(
             "%s: compacted, %d -> %d bytes", mem.path, result.size_before, result.size_after
@@ -386,7 +448,15 @@ class Daemon:
             elif (sizes := done.hub_files.get(name)) is not None:
                 logger.info("%s <-> %s: hub file compacted, %d -> %d bytes", memory, name, *sizes)
         for rc in self.config.memory_remotes(mem):
-            self._requests.add(memory, rc.name)
+            self.request(memory, rc.name)
+
+    def _note_compaction(self, memory: str, update: Callable[[MemoryStatus], None]) -> None:
+        """Apply `update` to the memory's status and write it (under `_state_lock`: the
+        compaction worker is not the only writer)."""
+        with self._state_lock:
+            assert self._status is not None
+            update(self._status.memories[memory])
+            self._write_status()
 
     def _codec(self, memory: str, remote: str) -> PlainCodec:
         """The remote's hub codec (issue 12), its key file read again at each pass, so that
@@ -484,22 +554,35 @@ class Daemon:
         self._scheduler = sched
 
     def _poll(self, rc: RemoteConfig) -> None:
+        """The scheduler's poll job: handed to the remote's worker, so that a scheduler
+        thread never waits on a remote."""
+        if (worker := self._workers.get(rc.name)) is not None:
+            worker.add(_POLL)
+
+    def _poll_now(self, remote: str) -> None:
         """A cheap look at a hub: the listing of each memory folder; a pass on change."""
-        transport = self._transports.get(rc.name)
-        if transport is None:
+        transport = self._transports.get(remote)
+        rc = next((r for r in self.config.remote if r.name == remote), None)
+        if transport is None or rc is None:
             return
         for mem in self.config.memory:
             if rc not in self.config.memory_remotes(mem):
                 continue
-            key = f"{rc.name}/{mem.name}"
+            with self._state_lock:
+                backoff = self._backoff.get((mem.name, remote))
+            if backoff is not None and backoff.failures:
+                continue  # failing: the pass comes back on its own after the back-off
+            key = f"{remote}/{mem.name}"
             try:
                 listing = tuple(sorted((f.name, f.size) for f in transport.list_files(mem.name)))
             except MemsyncError:
-                self.request(mem.name, rc.name)  # the pass reports the error and backs off
+                self.request(mem.name, remote)  # the pass reports the error and backs off
                 continue
-            if listing != self._hub_signature.get(key):
+            with self._state_lock:
+                changed = listing != self._hub_signature.get(key)
                 self._hub_signature[key] = listing
-                self.request(mem.name, rc.name)
+            if changed:
+                self.request(mem.name, remote)
 
     def _reconcile(self) -> None:
         for mem in self.config.memory:
@@ -513,11 +596,16 @@ class Daemon:
 
     def _heartbeat(self) -> None:
         self._wake.set()
-        self._write_status()
+        with self._state_lock:
+            self._write_status()
 
     def _watchdog(self) -> None:
-        # Ping only while the main loop is alive: idle, or busy for less than 10 minutes.
-        if self._busy_since is None or time.monotonic() - self._busy_since < 600:
+        # Ping only while the main loop and every worker are alive: idle, or on one piece
+        # of work for less than WORKER_STUCK_SECONDS. A remote that hangs is bounded by its
+        # timeouts, far below: it does not stop the pings, a thread stuck for good does.
+        now = time.monotonic()
+        started = [self._busy_since, *(w.busy_since for w in list(self._workers.values()))]
+        if all(t is None or now - t < WORKER_STUCK_SECONDS for t in started):
             _systemd.notify("WATCHDOG=1")
 
     def _write_status(self) -> None:
@@ -549,7 +637,8 @@ class Daemon:
         logger.info("SIGHUP: config reloaded from %s", self.config_path)
         self._stop_all()
         self.config = new
-        self._backoff.clear()
+        with self._state_lock:
+            self._backoff.clear()
         self._start()
 
 
