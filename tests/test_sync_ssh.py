@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.sshd import SshdServer, session_pids
+from memsync.hub.transports.ssh import _SFTPClient
+from tests.sshd import SshdServer, kill_sessions, session_pids
 from tests.sync_helpers import (
+    MEMORY,
     Replica,
     assert_converged,
     converge,
@@ -109,3 +111,37 @@ def test_a_hub_in_the_login_home_folder(tmp_path: Path, hub: Path, sshd_server: 
     b.sync()
     assert_converged([a, b])
     assert len(record_lines(hub_file(hub, a))) == 1
+
+
+def test_a_replace_cut_off_in_a_pass_leaves_no_temp_file_after_the_next_pass(
+    tmp_path: Path, hub: Path, sshd_server: SshdServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 13: the connection dies (its sshd process killed) between the temp file of a
+    watermark replace and its rename. That pass fails; the temp file, left in the hub, is
+    no replica to anyone; the next pass publishes again and removes it."""
+    a = make_replica(tmp_path, "a", **ssh_remote(sshd_server, hub))
+    b = make_replica(tmp_path, "b", **ssh_remote(sshd_server, hub))
+    b.memory().add("fact", "From B.")
+    b.sync()
+    a.memory().add("fact", "From A.")
+    rename = _SFTPClient.posix_rename
+
+    def killed_first(self: _SFTPClient, old: str, new: str) -> None:
+        monkeypatch.setattr(_SFTPClient, "posix_rename", rename)  # once
+        assert kill_sessions(sshd_server) == 1
+        time.sleep(0.2)  # the kernel has closed the socket
+        rename(self, old, new)
+
+    monkeypatch.setattr(_SFTPClient, "posix_rename", killed_first)
+    failed = a.cli("sync", "--json").reports
+    assert failed[0]["error"], failed
+    folder = hub / MEMORY
+    assert len(list(folder.glob(".*.tmp-*"))) == 1, "the scenario: a temp file left behind"
+
+    seen = b.sync()
+    assert set(seen[0]["replicas"]) == {a.replica_id}, "the temp file is no replica"
+    assert seen[0]["error"] is None
+    again = a.sync()
+    assert again[0]["error"] is None
+    assert list(folder.glob(".*.tmp-*")) == []
+    assert_converged([a, b])
