@@ -269,7 +269,7 @@ class Daemon:
         """One request, in `remote`'s worker (`remote` is `_COMPACT` in compaction's)."""
         try:
             if memory == _POLL:
-                self._poll_now(remote)
+                self._poll_now(remote, stopped)
             elif remote == _COMPACT:
                 self._compact(memory)
             else:
@@ -300,7 +300,10 @@ class Daemon:
             codec=self._codec(memory, remote),  # issue 12
         )
         if stopped.is_set():
-            return  # stopping or reloading: the status and back-off are no longer ours
+            # Stopping or reloading: the status and back-off are no longer ours, and the
+            # transport, left open by `_stop_all` while this pass ran, is closed here.
+            transport.close()
+            return
         with self._state_lock:
             self._after_pass(memory, remote, report, transport, backoff)
             self._write_status()
@@ -559,7 +562,7 @@ class Daemon:
         if (worker := self._workers.get(rc.name)) is not None:
             worker.add(_POLL)
 
-    def _poll_now(self, remote: str) -> None:
+    def _poll_now(self, remote: str, stopped: threading.Event) -> None:
         """A cheap look at a hub: the listing of each memory folder; a pass on change."""
         transport = self._transports.get(remote)
         rc = next((r for r in self.config.remote if r.name == remote), None)
@@ -583,6 +586,8 @@ class Daemon:
                 self._hub_signature[key] = listing
             if changed:
                 self.request(mem.name, remote)
+        if stopped.is_set():
+            transport.close()  # as in `_sync`: `_stop_all` left it open while this ran
 
     def _reconcile(self) -> None:
         for mem in self.config.memory:
