@@ -437,8 +437,8 @@ class Daemon:
             return
         except (MemsyncError, OSError) as exc:
             logger.error("%s: compaction failed: %s", mem.path, exc)
-            failure = f"failed: {exc}"
-            self._note_compaction(memory, lambda ms: setattr(ms, "last_compaction_note", failure))
+            note = f"failed: {exc}"
+            self._note_compaction(memory, lambda ms: setattr(ms, "last_compaction_note", note))
             return
         self._note_compaction(memory, lambda ms: ms.note_compacted(now_us(), forced=forced))
         result = done.local
