@@ -31,7 +31,6 @@ from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
 from memsync.local.fulltext import live_cache, recall, warm
 from memsync.local.memory import Memory
-from memsync.local.reading import prompt_of
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
@@ -267,20 +266,10 @@ def build_server(path: Path, name: str, state_dir: Path | None = None) -> MCPSer
         text = "\n".join(lines) if lines else "no live entry matches"
         return _ok(Recalled(entries=kept, truncated=truncated), text)
 
-    # The last blocks rendered, by (scope, max_chars), with the view they were rendered
-    # from: the resource and the prompt on an unchanged file cost nothing the second time
-    # (rendering parses every live record: seconds at 100,000 entries).
-    rendered: dict[tuple[str | None, int], tuple[object, str]] = {}
-
     def _prompt_block(scope: str | None, max_chars: int) -> str:
-        with lock:
-            live = live_cache(mem.path).live()
-            hit = rendered.get((scope, max_chars))
-            if hit is not None and hit[0] is live:
-                return hit[1]
-            text = prompt_of(live, scope, max_chars)
-            rendered[(scope, max_chars)] = (live, text)
-            return text
+        # Rendered again only when the file changed (LiveCache.prompt): the resource and
+        # the prompt on an unchanged file cost nothing the second time.
+        return live_cache(mem.path).prompt(scope, max_chars)
 
     @server.resource(
         f"memsync://{name}/prompt/{{scope}}",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import stat
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -397,3 +398,29 @@ def test_an_append_that_does_not_fit_leaves_the_file_as_it_was(tmp_path: Path) -
     assert path.read_bytes() == before
     mem.add("fact", "after the disk was freed")
     assert mem.check().clean
+
+
+def test_to_prompt_on_an_unchanged_file_is_served_from_the_cache(tmp_path: Path) -> None:
+    """Issue 14: an agent's process asks for its block again and again; while the file is
+    unchanged nothing is read or rendered again (the very same string comes back), and an
+    append or an expiry shows at the next call."""
+    from memsync.local.fulltext import live_cache
+
+    mem = Memory.open(tmp_path / "me.jsonl")
+    mem.add("fact", "First.")
+    soon = datetime.now(UTC) + timedelta(seconds=1)
+    mem.add("fact", "Expires in a second.", expires_at=soon)
+    first = mem.to_prompt()
+    cache = live_cache(mem.path)
+    read = cache.bytes_read
+    assert mem.to_prompt() is first
+    assert cache.bytes_read == read
+    assert Memory(mem.path).to_prompt() is first  # another handle, the same process cache
+
+    mem.add("fact", "Second.")
+    grown = mem.to_prompt()
+    assert "- Second." in grown
+    assert "- Expires in a second." in grown
+    time.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 0.01)
+    assert "Expires in a second." not in mem.to_prompt()
+    assert mem.to_prompt() == mem.to_prompt(now=datetime.now(UTC))

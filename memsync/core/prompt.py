@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -98,33 +97,58 @@ def render_prompt(
     before user, older before newer on ties) until the block fits, and a last line says
     how many were left out. An empty memory renders as an empty string.
 
-    Cost: one sort and one render; the number of entries to drop is found from the lines'
-    lengths, without rendering the block again.
+    Cost with `max_chars`: one sort of the matching entries by drop order, then lines
+    rendered only for the entries kept (and the few needed to see where the budget ends):
+    a 2,000-character block of a 100k-entry memory renders a few dozen lines.
     """
-    chosen = sorted((e for e in entries if scope_matches(e.scope, scope)), key=_order)
-    lines = [_line(e) for e in chosen]
-    size = _size(chosen, lines)
-    if max_chars is None or size <= max_chars:
-        return _render(chosen, lines, 0)
-    # Drop order: lowest confidence first; inferred before user; oldest first. Walk it,
-    # taking each dropped entry's line (and its heading, when its group empties) off the
-    # size, until the block with its "left out" line fits.
-    drop_order = sorted(range(len(chosen)), key=lambda i: _drop_key(chosen[i]))
-    in_group = Counter(_heading(e) for e in chosen)
-    body = size - len(_HEAD)
-    dropped = 0
-    for i in drop_order:
-        body -= len(lines[i]) + 1
-        heading = _heading(chosen[i])
-        in_group[heading] -= 1
-        if in_group[heading] == 0:
-            body -= len(heading) + 1
-        dropped += 1
-        if len(_HEAD) + body + len(_left_out(dropped)) + 1 <= max_chars:
+    matching = [e for e in entries if scope_matches(e.scope, scope)]
+    if max_chars is None:
+        chosen = sorted(matching, key=_order)
+        return _render(chosen, [_line(e) for e in chosen], 0)
+    # Drop order: lowest confidence first; inferred before user; oldest first. So the
+    # entries kept are a prefix of the reverse order: walk it, adding each entry's line
+    # (and its heading, the first time), while the block with its "left out" line fits.
+    # Dropping one more entry always shrinks the block (a line of 3 characters or more
+    # goes, the count's line grows by 1 at most), so the first entry that does not fit
+    # ends the walk; only keeping all of them (no "left out" line) can fit again.
+    keep_order = sorted(matching, key=_drop_key, reverse=True)
+    n = len(keep_order)
+    kept: list[PromptEntry] = []
+    lines: dict[int, str] = {}
+    headings: set[str] = set()
+    body = 0
+    for k, e in enumerate(keep_order, 1):
+        line = _line(e)
+        heading = _heading(e)
+        grown = body + len(line) + 1 + (0 if heading in headings else len(heading) + 1)
+        left = n - k
+        tail = len(_left_out(left)) + 1 if left else 0
+        if len(_HEAD) + grown + tail > max_chars:
+            if left == 0 or not _rest_fits(keep_order[k - 1 :], headings, body, max_chars):
+                break
+            kept = keep_order  # everything fits, with no "left out" line
+            lines = {id(x): _line(x) for x in kept}
             break
-    gone = set(drop_order[:dropped])
-    kept = [i for i in range(len(chosen)) if i not in gone]
-    return _render([chosen[i] for i in kept], [lines[i] for i in kept], dropped)[:max_chars]
+        kept.append(e)
+        lines[id(e)] = line
+        headings.add(heading)
+        body = grown
+    chosen = sorted(kept, key=_order)
+    block = _render(chosen, [lines[id(e)] for e in chosen], n - len(chosen))
+    return block[:max_chars]
+
+
+def _rest_fits(rest: Sequence[PromptEntry], headings: set[str], body: int, limit: int) -> bool:
+    """Whether the block holding every entry (the kept ones make `body` with `headings`,
+    `rest` are the others) fits in `limit`: summed until it does not."""
+    seen = set(headings)
+    for e in rest:
+        heading = _heading(e)
+        body += len(_line(e)) + 1 + (0 if heading in seen else len(heading) + 1)
+        seen.add(heading)
+        if len(_HEAD) + body > limit:
+            return False
+    return True
 
 
 def _drop_key(e: PromptEntry) -> tuple[float, bool, int, str]:

@@ -43,7 +43,7 @@ from memsync.core.view import Index, build_view
 from memsync.local.dirs import default_state_dir
 from memsync.local.fileindex import TAIL_BYTES, tail_hash
 from memsync.local.fresh import now_us
-from memsync.local.reading import no_gc
+from memsync.local.reading import no_gc, prompt_of
 from memsync.local.sqlitedb import connect
 from memsync.local.storage import private_dirs, read_chunks, read_tail, require_file
 
@@ -199,6 +199,9 @@ class LiveCache:
         self._stat: tuple[int, int, int] | None = None
         self.bytes_read = 0
         self._live: tuple[int, int, list[Record]] | None = None  # (size, valid until, live)
+        # The last blocks rendered, by (scope, max_chars), with the live list they were
+        # rendered from: a block of an unchanged file costs nothing the second time.
+        self._rendered: dict[tuple[str | None, int | None], tuple[list[Record], str]] = {}
 
     def index(self) -> Index:
         """The summary of the file's records (rules 8 to 10), up to date."""
@@ -220,6 +223,22 @@ class LiveCache:
             until = min((r.expires for r in live if r.expires is not None), default=math.inf)
             self._live = (size, int(min(until, 2**62)), live)
             return live
+
+    def prompt(self, scope: str | None, max_chars: int | None) -> str:
+        """The memory block for a task in `scope` (`memsync.core.prompt.render_prompt`)
+        now, rendered again only when the live records changed (issue 14)."""
+        live = self.live()
+        key = (scope, max_chars)
+        with self._lock:
+            hit = self._rendered.get(key)
+        if hit is not None and hit[0] is live:
+            return hit[1]
+        text = prompt_of(live, scope, max_chars)
+        with self._lock:
+            if len(self._rendered) >= 64:  # many scopes: keep the memory bounded
+                self._rendered.clear()
+            self._rendered[key] = (live, text)
+        return text
 
     def _refresh(self) -> Index:
         st = os.stat(self.path)

@@ -116,7 +116,16 @@ class Memory:
         max_chars: int | None = None,
         now: int | datetime | None = None,
     ) -> str:
-        """The memory block for a task in `scope` (see `memsync.core.prompt.render_prompt`)."""
+        """The memory block for a task in `scope` (see `memsync.core.prompt.render_prompt`).
+
+        At the local clock (`now` None) it comes from this process's cache of the file
+        (`memsync.local.fulltext.LiveCache`): rendered again only when the file changed or
+        an entry expired, so repeated calls on an unchanged file cost microseconds.
+        """
+        if now is None:
+            from memsync.local.fulltext import live_cache  # sqlite3: not on `add`'s path
+
+            return live_cache(self.path).prompt(scope, max_chars)
         return prompt_of(self.view(now).records, scope, max_chars)
 
     def check(self, now: int | datetime | None = None) -> CheckReport:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from memsync.core.clock import FUTURE_TOLERANCE
 from memsync.core.lines import BadLine, Header, Invalid, classify
 from memsync.core.prompt import PromptEntry, render_prompt
@@ -214,24 +216,27 @@ def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
     return CheckReport(result.bad, list(result.index.twins), found, future)
 
 
+class _PromptFields(msgspec.Struct, gc=False):
+    """What the prompt block needs of a live entry beyond its `Record`: decoded alone, not
+    the whole record (a valid entry has them, typed, by rule 3)."""
+
+    kind: str
+    text: str
+    scope: str = "global"
+    confidence: float = 1.0
+
+
+_decode_prompt_fields = msgspec.json.Decoder(_PromptFields).decode
+
+
 def prompt_of(records: Iterable[Record], scope: str | None, max_chars: int | None) -> str:
     """`render_prompt` over live records."""
     entries = []
     for rec in records:
         if rec.deleted:
             continue
-        obj = rec.fields()
-        entries.append(
-            PromptEntry(
-                id=rec.id,
-                kind=obj["kind"],
-                text=obj["text"],
-                scope=obj.get("scope", "global"),
-                user=rec.user,
-                confidence=float(obj.get("confidence", 1.0)),
-                ts=rec.ts,
-            )
-        )
+        f = _decode_prompt_fields(rec.raw)
+        entries.append(PromptEntry(rec.id, f.kind, f.text, f.scope, rec.user, f.confidence, rec.ts))
     return render_prompt(entries, scope, max_chars)
 
 

@@ -278,3 +278,47 @@ def test_the_budget_drops_the_fewest_entries_that_make_it_fit() -> None:
         out = render_prompt(entries, max_chars=budget)
         match = re.search(r"\((\d+) lower-confidence", out)
         assert (int(match.group(1)) if match else 0) == expected, budget
+
+
+# The budget, against the plainest reading of the docstring (issue 14 made it lazy)
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_entries = st.lists(
+    st.builds(
+        PromptEntry,
+        id=st.text("abcdef0123", min_size=1, max_size=6),
+        kind=st.sampled_from(PROMPT_KIND_ORDER),
+        text=st.text(st.characters(codec="utf-8"), max_size=30),
+        scope=st.sampled_from(["global", "github.com", "project:x"]),
+        user=st.booleans(),
+        confidence=st.sampled_from([0.0, 0.3, 0.5, 1.0]),
+        ts=st.integers(0, 5),
+    ),
+    max_size=40,
+    unique_by=lambda e: e.id,  # a view holds one version of an id
+)
+
+
+def _reference(entries: list[PromptEntry], scope: str | None, max_chars: int) -> str:
+    """Drop the lowest entry (confidence, inferred before user, older, id) one at a time
+    and render again, until the block fits: what render_prompt promises, done slowly."""
+    matching = [e for e in entries if scope_matches(e.scope, scope)]
+    order = sorted(matching, key=lambda e: (e.confidence, e.user, e.ts, e.id))
+    for dropped in range(len(order) + 1):
+        block = render_prompt(order[dropped:], scope)
+        if dropped:
+            noun = "entry" if dropped == 1 else "entries"
+            line = f"({dropped} lower-confidence {noun} left out to fit the budget)\n"
+            block = (block or "# Memory\n") + line
+        if len(block) <= max_chars:
+            return block
+    return block[:max_chars]
+
+
+@given(_entries, st.sampled_from([None, "github.com", "api.github.com"]), st.integers(0, 900))
+def test_the_budget_keeps_what_dropping_the_lowest_one_by_one_keeps(
+    entries: list[PromptEntry], scope: str | None, max_chars: int
+) -> None:
+    assert render_prompt(entries, scope, max_chars) == _reference(entries, scope, max_chars)
