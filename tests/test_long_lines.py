@@ -1,15 +1,14 @@
 """Issue 13, item 4: a line over rule 4's limit (64 KiB) is a bad line, skipped by
 streaming, in time and memory that follow the limit and the read size, not the line.
 
-Each run is a real `memsync` process, so that its peak resident memory (`wait4`'s
-`ru_maxrss`) is its own: with a 160 MB line, holding the line whole even once would
+Each run is a real `memsync` process, so that its peak resident memory (VmHWM) is its
+own: with a 160 MB line, holding the line whole even once would
 exceed the bound these tests pin (this is a bound, not a timing).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,15 +34,34 @@ def _write_with_long_line(path: Path, ids: tuple[str, str]) -> None:
         f.write(entry_line(ids[1], 2_000_000, "After the long line.") + b"\n")
 
 
+_MEASURED = """
+import sys
+from memsync.cli import main
+try:
+    rc = main(sys.argv[2:])
+finally:
+    # VmHWM: this process's peak resident memory since its exec. (wait4's ru_maxrss would
+    # start from the parent's size at the fork: the whole pytest process.)
+    with open("/proc/self/status") as status:
+        peak = next(line for line in status if line.startswith("VmHWM:")).split()[1]
+    with open(sys.argv[1], "w") as out:
+        out.write(peak)
+sys.exit(rc)
+"""
+
+
 def _peak(tmp: Path, *args: str) -> tuple[int, str, str, float]:
-    """`python -m memsync <args>` in a child reaped with `wait4`: its exit code, output,
-    error output and peak resident memory in MB (its own, not its siblings')."""
-    out_path, err_path = tmp / "run.out", tmp / "run.err"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "memsync", *args], stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, out_path.read_text(), err_path.read_text(), usage.ru_maxrss / 1024
+    """`memsync <args>` in a child: its exit code, output, error output and peak resident
+    memory in MB (its own)."""
+    peak = tmp / "run.peak"
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURED, str(peak), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return proc.returncode, proc.stdout, proc.stderr, int(peak.read_text()) / 1024
 
 
 def test_the_splitter_keeps_a_long_line_cut_and_counts_it_once() -> None:
