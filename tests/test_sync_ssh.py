@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.hub.transports.ssh import _SFTPClient
+from memsync.hub.transports._ssh_session import TimedSFTPClient
 from tests.sshd import SshdServer, kill_sessions, session_pids
 from tests.sync_helpers import (
     MEMORY,
@@ -124,15 +124,15 @@ def test_a_replace_cut_off_in_a_pass_leaves_no_temp_file_after_the_next_pass(
     b.memory().add("fact", "From B.")
     b.sync()
     a.memory().add("fact", "From A.")
-    rename = _SFTPClient.posix_rename
+    rename = TimedSFTPClient.posix_rename
 
-    def killed_first(self: _SFTPClient, old: str, new: str) -> None:
-        monkeypatch.setattr(_SFTPClient, "posix_rename", rename)  # once
+    def killed_first(self: TimedSFTPClient, old: str, new: str) -> None:
+        monkeypatch.setattr(TimedSFTPClient, "posix_rename", rename)  # once
         assert kill_sessions(sshd_server) == 1
         time.sleep(0.2)  # the kernel has closed the socket
         rename(self, old, new)
 
-    monkeypatch.setattr(_SFTPClient, "posix_rename", killed_first)
+    monkeypatch.setattr(TimedSFTPClient, "posix_rename", killed_first)
     failed = a.cli("sync", "--json").reports
     assert failed[0]["error"], failed
     folder = hub / MEMORY

@@ -282,8 +282,8 @@ def test_the_budget_drops_the_fewest_entries_that_make_it_fit() -> None:
 
 # The budget, against the plainest reading of the docstring (issue 14 made it lazy)
 
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given
+from hypothesis import strategies as st
 
 _entries = st.lists(
     st.builds(

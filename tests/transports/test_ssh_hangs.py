@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from memsync.errors import TransportError, TransportTimeout
-from memsync.hub.transports.ssh import SSHTransport, _SFTPClient
+from memsync.hub.transports._ssh_session import TimedSFTPClient
+from memsync.hub.transports.ssh import SSHTransport
 from tests.hang_relay import FreezingRelay
 from tests.sshd import SshdServer, _descendants, kill_sessions, start_sshd
 
@@ -171,15 +172,15 @@ def test_a_replace_cut_off_before_its_rename_leaves_no_temp_file_after_the_next(
     with); the next replace of that name removes it, and no listing ever shows it."""
     t = _transport(own_sshd, hub_root, own_sshd.port)
     t.replace(FOLDER, NAME, b"first\n")
-    rename = _SFTPClient.posix_rename
+    rename = TimedSFTPClient.posix_rename
 
-    def killed_first(self: _SFTPClient, old: str, new: str) -> None:
-        monkeypatch.setattr(_SFTPClient, "posix_rename", rename)  # once
+    def killed_first(self: TimedSFTPClient, old: str, new: str) -> None:
+        monkeypatch.setattr(TimedSFTPClient, "posix_rename", rename)  # once
         assert kill_sessions(own_sshd) == 1
         time.sleep(0.2)  # the kernel has closed the socket
         rename(self, old, new)
 
-    monkeypatch.setattr(_SFTPClient, "posix_rename", killed_first)
+    monkeypatch.setattr(TimedSFTPClient, "posix_rename", killed_first)
     with pytest.raises(TransportError):
         t.replace(FOLDER, NAME, b"second\n")
     folder = hub_root / FOLDER

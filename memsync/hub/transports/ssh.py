@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import paramiko
 from paramiko.sftp import CMD_EXTENDED
@@ -41,6 +41,7 @@ from paramiko.sftp import CMD_EXTENDED
 from memsync.errors import HostKeyError, MemsyncError, TransportError, TransportTimeout
 from memsync.hub.transports._ssh_auth import login_failure
 from memsync.hub.transports._ssh_hostkeys import HostKeyPolicy, fingerprint, load_known_hosts
+from memsync.hub.transports._ssh_session import Deadline, TimedSFTPClient, keeps_connection
 from memsync.hub.transports.base import (
     RemoteFile,
     check_name,
@@ -58,79 +59,6 @@ _CHUNK = 32 * 1024  # the largest SFTP write every server accepts (draft-ietf-se
 _TMP = ".{}.tmp-"  # `replace`'s temp file: `.<name>.tmp-<12 hex digits>`, hidden from passes
 _HANGS = "the server or the network hangs"
 _T = TypeVar("_T")
-
-
-class _SFTPClient(paramiko.SFTPClient):
-    """paramiko's SFTP client, that closes the connection at the first answer which does not
-    come within the channel's timeout (and remembers it: `timed_out`).
-
-    Without this, a call that times out waits the timeout again for each request made on
-    its way out: `SFTPFile.close` sends CLOSE and waits for the answer (swallowing the
-    error), `with` blocks close their file. With the connection closed they fail at once.
-    """
-
-    timed_out = False
-
-    def _read_packet(self) -> tuple[int, bytes]:
-        try:
-            return super()._read_packet()  # type: ignore[misc,no-any-return]  # (untyped)
-        except TimeoutError:
-            self._give_up()
-            raise
-
-    def _send_packet(self, t: int, packet: object) -> None:
-        try:
-            super()._send_packet(t, packet)  # type: ignore[misc]  # (not in the stubs)
-        except TimeoutError:  # the server's window stays shut: it reads nothing any more
-            self._give_up()
-            raise
-
-    def _give_up(self) -> None:
-        self.timed_out = True
-        transport = self.sock.get_transport()
-        if transport is not None:
-            transport.close()
-
-
-class _Deadline:
-    """Closes `client` if the `with` block has not ended within `seconds`: a bound on the
-    waits inside paramiko that have no timeout of their own (the `sftp` subsystem request
-    waits for its answer forever), and on the sum of those that do.
-
-    `expired` tells whether it fired; then whatever the block raised was caused by it.
-    """
-
-    def __init__(self, client: paramiko.SSHClient, seconds: float) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-        self._done = False
-        self.expired = False
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-
-    def _expire(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self.expired = True
-        self._client.close()  # every wait of the set-up then ends (closed channel, socket)
-
-    def __enter__(self) -> Self:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
-        with self._lock:
-            self._done = True
-
-
-def _keeps_connection(exc: BaseException) -> bool:
-    """Whether `exc` is an answer of the SFTP server (the session is fine) or our own refusal."""
-    if isinstance(exc, MemsyncError | FileNotFoundError | PermissionError):
-        return True
-    # paramiko turns other SFTP status codes into a bare IOError(text), without errno.
-    return type(exc) is OSError and exc.errno is None
 
 
 class SSHTransport:
@@ -210,7 +138,7 @@ class SSHTransport:
     def _connect(self) -> paramiko.SFTPClient:
         client = paramiko.SSHClient()
         timeout, started = self.connect_timeout, time.monotonic()
-        deadline = _Deadline(client, timeout)
+        deadline = Deadline(client, timeout)
         try:
             revoked: set[bytes] = set()
             if self.known_hosts.is_file():
@@ -257,7 +185,7 @@ class SSHTransport:
         self._client, self._sftp = client, sftp
         return sftp
 
-    def _handshake(self, client: paramiko.SSHClient, timeout: float) -> _SFTPClient:
+    def _handshake(self, client: paramiko.SSHClient, timeout: float) -> TimedSFTPClient:
         """TCP, banner, key exchange, authentication, then the SFTP channel, by hand: paramiko's
         `open_sftp` sets no timeout on the channel before the SFTP version exchange."""
         client.connect(
@@ -283,7 +211,7 @@ class SSHTransport:
         channel = transport.open_session(timeout=timeout)
         channel.settimeout(self.io_timeout)
         channel.invoke_subsystem("sftp")  # waits without a timeout: the deadline bounds it
-        return _SFTPClient(channel)
+        return TimedSFTPClient(channel)
 
     def _session(self) -> paramiko.SFTPClient:
         transport = self._client.get_transport() if self._client else None
@@ -307,9 +235,9 @@ class SSHTransport:
             try:
                 return op(sftp)
             except BaseException as exc:
-                if not _keeps_connection(exc):
+                if not keeps_connection(exc):
                     self._drop()  # the next call reconnects
-                if isinstance(sftp, _SFTPClient) and sftp.timed_out:
+                if isinstance(sftp, TimedSFTPClient) and sftp.timed_out:
                     # Whatever the call raised after (EOF on the closed connection, or the
                     # timeout itself), the cause is the silence.
                     raise TransportTimeout(
@@ -528,7 +456,7 @@ class SSHTransport:
             except BaseException as exc:
                 # Else the session is gone and the temp file stays: the next replace of
                 # `name` removes it.
-                if _keeps_connection(exc):
+                if keeps_connection(exc):
                     with suppress(Exception):  # best effort: the first error is the one to report
                         sftp.remove(tmp)
                 raise
