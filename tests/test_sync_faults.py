@@ -853,3 +853,22 @@ def test_one_peer_file_in_a_newer_format_is_skipped_and_the_rest_syncs(
     texts = {r.fields()["text"] for r in a.view().records}
     assert texts == {"From a.", "From b."}  # b's push went through; nothing from 1.0
     assert {r.fields()["text"] for r in b.view().records} == texts
+
+
+def test_a_state_index_that_cannot_be_opened_is_a_pass_error_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """The pass opens the state directory's indexes before it starts: a failure there (a
+    full disk, a damaged file) is the pass's one-line error naming the file, as any other,
+    so the daemon logs it and backs off instead of logging a traceback."""
+    from memsync.local.merge import index_path
+
+    a = make_replica(tmp_path, "a")
+    write_records(a.path, 2)
+    broken = index_path(a.state_dir, a.path)
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.mkdir()  # where SQLite's file should be
+    report = _ops_memory_sync(a, InMemoryTransport())
+    assert report.error is not None
+    assert str(broken) in report.error
+    assert "\n" not in report.error

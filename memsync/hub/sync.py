@@ -327,6 +327,14 @@ class _Pass(PushPass):
         )
 
 
+def _message(exc: MemsyncError | OSError, local: Path) -> str:
+    """A pass's error in one line; an OSError is the local file's or the state
+    directory's, and names its file."""
+    if isinstance(exc, OSError):
+        return f"{exc.filename or local}: {exc.strerror or exc}"
+    return str(exc)
+
+
 def _unsupported(lines: list[bytes], where: str, first_line: int) -> str | None:
     """Why a hub file's lines cannot be read (a header naming a format other than
     agent-memory/0.x, rule 2), or None. Only lines holding `"format"` are classified
@@ -368,17 +376,22 @@ def sync_once(
     pull's progress is kept; the push is not attempted after a failed pull).
     """
     started = time.monotonic()
-    recover_after_crash(local)  # lines a killed compaction left aside (rule 16)
-    p = _Pass(
-        memory=memory,
-        local=local,
-        remote=remote,
-        transport=transport,
-        replica=replica,
-        state_dir=state_dir,
-        now=now_us() if now is None else now,
-        codec=codec,
-    )
+    try:
+        recover_after_crash(local)  # lines a killed compaction left aside (rule 16)
+        p = _Pass(  # opens the state directory's indexes: a full disk fails here
+            memory=memory,
+            local=local,
+            remote=remote,
+            transport=transport,
+            replica=replica,
+            state_dir=state_dir,
+            now=now_us() if now is None else now,
+            codec=codec,
+        )
+    except (MemsyncError, OSError) as exc:
+        report = SyncReport(memory, remote, error=_message(exc, local))
+        report.seconds = round(time.monotonic() - started, 4)
+        return report
     try:
         with pass_lock(state_dir, memory, remote):
             p.codec.prepare(p.t, memory, p.own, p.state, state_dir)  # issue 12: mode/key change
@@ -389,10 +402,8 @@ def sync_once(
                 p.publish_watermarks()
             p.snapshot()
             p.state.save(p.state_path)
-    except MemsyncError as exc:
-        p.report.error = str(exc)
-    except OSError as exc:  # the local file or the state directory
-        p.report.error = f"{exc.filename or local}: {exc.strerror or exc}"
+    except (MemsyncError, OSError) as exc:
+        p.report.error = _message(exc, local)
     finally:
         p.close()
         p.report.seconds = round(time.monotonic() - started, 4)

@@ -246,6 +246,20 @@ def test_replace_swaps_the_whole_file_and_leaves_no_temp_file(hub: Hub) -> None:
         assert stat.S_IMODE(after.st_mode) == 0o600
 
 
+def test_replace_removes_what_an_interrupted_replace_of_that_name_left(disk_hub: Hub) -> None:
+    """Issue 13: a replace cut off between its temp file and its rename (a killed process,
+    a dropped session) leaves `.<name>.tmp-<12 hex>`: the next replace of that name removes
+    it, on a folder hub as over SFTP, and touches nothing else."""
+    assert disk_hub.root is not None
+    t = disk_hub.transport
+    t.write_at(FOLDER, NAME, 0, b"old\n")
+    others = [f".{NAME}.tmp-notours", f".other.jsonl.tmp-{'0' * 12}", f".{NAME}.tmp-{'a' * 13}"]
+    for name in [f".{NAME}.tmp-0123456789ab", *others]:
+        disk_hub.plant(FOLDER, name, b"half")
+    t.replace(FOLDER, NAME, b"new\n")
+    assert sorted(os.listdir(disk_hub.root / FOLDER)) == sorted([NAME, *others])
+
+
 def test_replace_creates_a_missing_file(transport: Transport) -> None:
     transport.replace(FOLDER, "laptop-1a2b.watermarks.json", b'{"a": 1}')
     assert transport.size(FOLDER, "laptop-1a2b.watermarks.json") == 8

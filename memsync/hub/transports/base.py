@@ -12,6 +12,7 @@ checked with `validate_name`; symlinks are never followed.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,22 @@ from memsync.core.names import shown, valid_name
 from memsync.errors import MemsyncError, TransportError, TransportTimeout
 
 __all__ = ["RemoteFile", "Transport", "check_name", "is_timeout", "map_errors", "validate_name"]
+
+
+def temp_name(name: str) -> str:
+    """A fresh name for `replace`'s temp file of `name`: `.<name>.tmp-<12 hex digits>`,
+    hidden (a dot-file is no replica to a pass)."""
+    return f".{name}.tmp-{secrets.token_hex(6)}"
+
+
+def is_leftover_temp(found: str, name: str) -> bool:
+    """Whether `found` is a temp file of `name` (`temp_name`): left by a `replace` cut off
+    between its write and its rename (a dropped connection, a killed process)."""
+    prefix = f".{name}.tmp-"
+    rest = found[len(prefix) :]
+    return (
+        found.startswith(prefix) and len(rest) == 12 and all(c in "0123456789abcdef" for c in rest)
+    )
 
 
 def validate_name(name: str) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -16,7 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsync.errors import TransportError
-from memsync.hub.transports.base import RemoteFile, check_name, map_errors, validate_name
+from memsync.hub.transports.base import (
+    RemoteFile,
+    check_name,
+    is_leftover_temp,
+    map_errors,
+    temp_name,
+    validate_name,
+)
 from memsync.local.storage import write_all
 
 if TYPE_CHECKING:
@@ -213,7 +219,13 @@ class LocalDirTransport:
         check_name(str(self.root), folder, name)
         with self._folder(folder, create=True) as dir_fd, map_errors(self._where(folder, name)):
             assert dir_fd is not None  # create=True
-            tmp = f".{name}.tmp-{secrets.token_hex(6)}"
+            # A replace cut off before its rename (a killed process) left its temp file:
+            # only this replica replaces its files, one pass at a time, so it is a leftover.
+            for found in os.listdir(dir_fd):
+                if is_leftover_temp(found, name):
+                    with suppress(FileNotFoundError):
+                        os.unlink(found, dir_fd=dir_fd)
+            tmp = temp_name(name)
             fd = self._open(dir_fd, folder, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             try:
                 try:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import getpass
 import os
 import posixpath
-import re
-import secrets
 import socket
 import stat
 import threading
@@ -45,8 +43,10 @@ from memsync.hub.transports._ssh_session import Deadline, TimedSFTPClient, keeps
 from memsync.hub.transports.base import (
     RemoteFile,
     check_name,
+    is_leftover_temp,
     is_timeout,
     map_errors,
+    temp_name,
     validate_name,
 )
 
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["SSHTransport"]
 
 _CHUNK = 32 * 1024  # the largest SFTP write every server accepts (draft-ietf-secsh-filexfer)
-_TMP = ".{}.tmp-"  # `replace`'s temp file: `.<name>.tmp-<12 hex digits>`, hidden from passes
 _HANGS = "the server or the network hangs"
 _T = TypeVar("_T")
 
@@ -441,7 +440,7 @@ class SSHTransport:
         def op(sftp: paramiko.SFTPClient) -> None:
             self._folder(sftp, folder, create=True)
             self._remove_leftovers(sftp, folder, name)
-            tmp = self._path(folder, _TMP.format(name) + secrets.token_hex(6))
+            tmp = self._path(folder, temp_name(name))
             try:
                 with sftp.open(tmp, "wx") as f:
                     f.chmod(0o600)
@@ -465,9 +464,8 @@ class SSHTransport:
 
     def _remove_leftovers(self, sftp: paramiko.SFTPClient, folder: str, name: str) -> None:
         """Remove the temp files of `name` that an interrupted `replace` left in `folder`."""
-        leftover = re.compile(re.escape(_TMP.format(name)) + "[0-9a-f]{12}")
         for found in sftp.listdir(self._path(folder)):
-            if leftover.fullmatch(found):
+            if is_leftover_temp(found, name):
                 with suppress(FileNotFoundError):  # a link is removed, never followed
                     sftp.remove(self._path(folder, found))
 
