@@ -184,6 +184,7 @@ LONG = "a1" * 5000  # a 10 kB id, pasted by mistake
         ["sync", "--config", "config.toml", "--memory", LONG],
         ["sync", "--config", "config.toml", "--remote", LONG],
         ["show", "good.jsonl", "--kind", LONG],
+        ["add", "good.jsonl", "--kind", "fact", "--text", "t", "--supersedes", LONG],
         [LONG],
     ],
     ids=lambda argv: " ".join(a[:8] for a in argv),

@@ -21,6 +21,7 @@ from memsync.errors import UnsupportedFormat
 
 __all__ = [
     "LONG_LINE_KEPT",
+    "MAX_ID_CHARS",
     "MAX_LINE_BYTES",
     "BadLine",
     "Blank",
@@ -30,6 +31,7 @@ __all__ = [
     "Parsed",
     "classify",
     "split_complete",
+    "valid_id",
 ]
 
 MAX_LINE_BYTES = 64 * 1024
@@ -39,7 +41,8 @@ MAX_DEPTH = 32
 """Arrays and objects nested deeper than this make a bad line (rule 4)."""
 
 _SUPPORTED_FORMAT = re.compile(r"agent-memory/0\.\d+\Z")
-_MAX_ID_CHARS = 128
+MAX_ID_CHARS = 128
+"""The longest id (rule 3), in characters."""
 _US = timedelta(microseconds=1)
 # Instants a datetime can represent in UTC: an offset can push "9999-12-31T23:59:59-01:00"
 # past year 9999, which would make formatting the instant fail later.
@@ -233,7 +236,7 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
     if problem is not None:
         return Invalid(problem)
     rid = f.id
-    if not rid or len(rid) > _MAX_ID_CHARS or _ID_CONTROL.search(rid):
+    if not valid_id(rid):
         return Invalid("'id' is empty, too long or holds control characters")
     ts = _instant(f.created_at)
     if isinstance(ts, str):
@@ -259,6 +262,12 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
 
 
 _decode_instant = msgspec.json.Decoder(Timestamp).decode
+
+
+def valid_id(rid: str) -> bool:
+    """Whether `rid` has the shape rule 3 gives an id: 1 to `MAX_ID_CHARS` characters,
+    none a control character."""
+    return bool(rid) and len(rid) <= MAX_ID_CHARS and _ID_CONTROL.search(rid) is None
 
 
 def _instant(value: msgspec.Raw) -> int | str:

@@ -22,7 +22,8 @@ from memsync.core.compaction import (
     DEFAULT_HORIZON_DAYS,
     DEFAULT_QUIET_SECONDS,
 )
-from memsync.core.lines import Invalid, classify, split_complete
+from memsync.core.lines import MAX_ID_CHARS, Invalid, classify, split_complete, valid_id
+from memsync.core.names import shown
 from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts, from_datetime
@@ -197,6 +198,12 @@ class Memory:
             raise SecretRefused(
                 f"refusing to store what looks like a secret ({', '.join(found)}); "
                 "memory files are shared and never hold credentials"
+            )
+        if supersedes is not None and not valid_id(supersedes):
+            # What it names must be able to exist: an id of rule 3's shape (issue 13, 21).
+            raise InvalidRecord(
+                f"invalid record: 'supersedes' {shown(supersedes)} is not an id (1 to "
+                f"{MAX_ID_CHARS} characters, no control characters)"
             )
         obj: dict[str, Any] = {
             "id": new_id(),
