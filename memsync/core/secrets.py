@@ -460,6 +460,26 @@ _MACHINE_FIELDS = frozenset({"id", "created_at", "expires_at", "kind", "deleted"
 _decode = msgspec.json.Decoder().decode
 
 
+class _KnownOnly(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A record with no field but rule 3's: its human-written strings, typed loosely (the
+    line is a valid record already); any other field fails the decode (`_strings` then)."""
+
+    id: msgspec.Raw
+    created_at: msgspec.Raw
+    kind: msgspec.Raw = msgspec.Raw(b"null")
+    deleted: msgspec.Raw = msgspec.Raw(b"null")
+    confidence: msgspec.Raw = msgspec.Raw(b"null")
+    expires_at: msgspec.Raw = msgspec.Raw(b"null")
+    text: str | None = None
+    scope: str = ""
+    source: str | None = None
+    supersedes: str | None = None
+    tags: list[str] = []
+
+
+_decode_known = msgspec.json.Decoder(_KnownOnly).decode
+
+
 def record_secrets(raw: bytes) -> list[str]:
     """What looks like a credential anywhere in a record's line `raw` (a valid record,
     rule 4): its text, and every string of every other field but the machine-written ones
@@ -470,14 +490,22 @@ def record_secrets(raw: bytes) -> list[str]:
     Used by `check` on a file, and on every record that arrives by merge or sync before it
     is merged or pushed (issue 13, item 6): see `memsync.core.merge`.
     """
-    obj = _decode(raw)
-    text = obj.get("text")
-    found = find_secrets(text) if type(text) is str else []
-    for key, value in obj.items():
-        if key != "text" and key not in _MACHINE_FIELDS:
-            for string in _strings(value):
-                found += _field_secrets(string)
-    return list(dict.fromkeys(found))
+    try:
+        k = _decode_known(raw)
+    except msgspec.ValidationError:  # unknown fields: walk every string
+        obj = _decode(raw)
+        text = obj.get("text")
+        found = find_secrets(text) if type(text) is str else []
+        for key, value in obj.items():
+            if key != "text" and key not in _MACHINE_FIELDS:
+                for string in _strings(value):
+                    found += _field_secrets(string)
+        return list(dict.fromkeys(found))
+    found = find_secrets(k.text) if k.text else []
+    for value in (k.scope, k.source, k.supersedes, *k.tags):
+        if value:
+            found += _field_secrets(value)
+    return list(dict.fromkeys(found)) if found else found
 
 
 def _strings(value: object) -> Iterator[str]:
