@@ -28,6 +28,7 @@ from memsync.core.merge import (
     line_digest,
     merge_steps,
     relevant_index,
+    superseding_lines,
 )
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
@@ -36,6 +37,7 @@ from memsync.errors import FileReplaced
 from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
+from memsync.local.progress import Progress
 from memsync.local.reading import no_gc, scan
 from memsync.local.storage import append_bytes, private_dirs, read_chunks
 
@@ -95,20 +97,44 @@ def _drive(
 def _file_reader(path: Path) -> Callable[[Relevant], Index]:
     """Answers `merge_steps`' asks by streaming `path`: the second pass of a file merge
     indexes the records that bear on what is new; a third, rare one adds the supersession
-    targets to that index."""
+    targets to that index, from the lines that may supersede (`superseding_lines`), kept
+    from the second pass when they are few (else read again)."""
     index = Index()
+    kept: list[list[bytes] | None] = [None]
 
     def read(need: Relevant) -> Index:
         if not need.incoming.candidates or not path.exists():
             return index
-        for chunk in read_chunks(path):
-            ids, targets = (set(), need.targets) if need.targets else (need.incoming.ids, set())
-            relevant_index(
-                chunk.lines, ids, targets, index, source=str(path), first_line=chunk.first_line
-            )
+        if need.targets:
+            sup_lines = kept[0]
+            if sup_lines is None:
+                chunks = (superseding_lines(c.data) for c in read_chunks(path))
+                sup_lines = list(itertools.chain.from_iterable(chunks))
+            relevant_index(sup_lines, set(), need.targets, into=index, source=str(path))
+            return index
+        sups: list[bytes] | None = []
+
+        def lines() -> Iterator[list[bytes]]:
+            nonlocal sups
+            for chunk in read_chunks(path):
+                yield chunk.lines
+                if sups is not None:
+                    sups += superseding_lines(chunk.data)
+                    if len(sups) > _KEEP_SUPERSEDING:
+                        sups = None  # a file of superseders: read them again if asked
+
+        # One call over every chunk: its set of the ids' bytes is made once.
+        relevant_index(
+            itertools.chain.from_iterable(lines()), need.incoming.ids, into=index, source=str(path)
+        )
+        kept[0] = sups
         return index
 
     return read
+
+
+_KEEP_SUPERSEDING = 50_000
+"""At most this many lines that may supersede are kept between the two asks of a merge."""
 
 
 def _plan(
@@ -124,10 +150,17 @@ def _plan(
     return PendingMerge(dest, plan, end, ino)
 
 
-def _source_chunks(paths: Sequence[Path]) -> Iterator[tuple[str, int, list[bytes]]]:
+def _source_chunks(
+    paths: Sequence[Path], progress: Progress | None = None, total: int = 0
+) -> Iterator[tuple[str, int, list[bytes]]]:
+    done = lines = 0
     for path in paths:
         for chunk in read_chunks(path):
             yield str(path), chunk.first_line, chunk.lines
+            if progress is not None:
+                done += chunk.end - chunk.start
+                lines += len(chunk.lines)
+                progress("merge", lines, done, total)
 
 
 @dataclass
@@ -259,12 +292,49 @@ def merge_files(
     max_future: int = DEFAULT_MAX_FUTURE,
     dry_run: bool = False,
     lock_timeout: float = DEFAULT_TIMEOUT,
+    progress: Progress | None = None,
 ) -> MergeResult:
-    """Append to `dest` (created if missing) the records of `sources` it lacks (rule 14)."""
+    """Append to `dest` (created if missing) the records of `sources` it lacks (rule 14).
+
+    Like `merge_chunks`, a merge of many lines goes in batches of about `BATCH_LINES`
+    incoming lines, each planned against the file as the batches before it left it and
+    appended under the lock, so that memory is that of one batch (plus a digest per line
+    of `dest`), not of the sources (issue 14). A merge of one batch appends exactly what
+    one plan of everything would; a larger one reaches the same view. `records` (what
+    would be appended) is listed for a dry run, which is one batch, as in `merge_chunks`.
+    """
+    total_bytes = sum(_size(p) for p in sources)
+    chunks = _source_chunks(sources, progress, total_bytes)
+    if dry_run:
+        digests = _DestDigests(dest)
+        pending = _plan_batch(digests, dest, list(chunks), now, max_future)
+        return _result(pending, dry_run=True)
+    total = MergeResult(dest=str(dest))
+    digests = _DestDigests(dest)
+    for batch in _batches(chunks, BATCH_LINES):
+        part = _merge_batch(digests, dest, batch, now, max_future, lock_timeout)
+        _add_up(total, part, keep_records=False)
+        del batch, part  # freed before the next batch is read, not while
+    return total
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _merge_batch(
+    digests: _DestDigests,
+    dest: Path,
+    batch: list[tuple[str, int, list[bytes]]],
+    now: int | None,
+    max_future: int,
+    lock_timeout: float,
+) -> MergeResult:
     for _attempt in range(3):
-        pending = plan_file_merge(dest, sources, now=now, max_future=max_future)
-        if dry_run:
-            return _result(pending, dry_run=True)
+        pending = _plan_batch(digests, dest, batch, now, max_future)
         try:
             return apply_merge(pending, lock_timeout=lock_timeout)
         except _Replanned:
@@ -278,12 +348,54 @@ def withheld_json(w: Withheld) -> dict[str, Any]:
     return {"file": w.source, "line": w.line, "id": w.id[:80], "looks_like": list(w.kinds)}
 
 
+class _DestDigests:
+    """The digests of the destination's complete lines, kept between the batches of one
+    merge: each refresh reads only what the file gained since (what the batch before
+    appended, and any writer's lines), or all of it again if the file was replaced."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.digests: set[int] = set()
+        self.end = 0
+        self.ino = 0
+
+    def refresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.digests, self.end, self.ino = set(), 0, 0
+            return
+        if self.end and (st.st_ino != self.ino or st.st_size < self.end):
+            self.digests, self.end = set(), 0
+        self.ino = st.st_ino
+        with no_gc():
+            for chunk in read_chunks(self.path, self.end):
+                self.digests.update(map(line_digest, chunk.lines))
+                self.end = chunk.end
+
+
+def _plan_batch(
+    digests: _DestDigests,
+    dest: Path,
+    lines: Iterable[tuple[str, int, list[bytes]]],
+    now: int | None,
+    max_future: int,
+) -> PendingMerge:
+    digests.refresh()
+    at = now_us() if now is None else now
+    steps = merge_steps(lines, at, max_future)
+    known: list[Callable[[list[int]], Collection[int]]] = [digests.digests.intersection]
+    with no_gc():
+        plan = _drive(steps, known, _file_reader(dest))
+    return PendingMerge(dest, plan, digests.end, digests.ino)
+
+
 def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
     plan = pending.plan
     return MergeResult(
         dest=str(pending.dest),
         appended=len(plan.append),
-        bytes_appended=len(plan.data()),
+        bytes_appended=sum(len(r.raw) + 1 for r in plan.append),
         repeated=len(plan.repeated),
         duplicates=plan.duplicates,
         beaten=plan.beaten,
@@ -323,6 +435,7 @@ def handoff(
     now: int | None = None,
     dry_run: bool = False,
     lock_timeout: float = DEFAULT_TIMEOUT,
+    progress: Progress | None = None,
 ) -> MergeResult:
     """Hand a slice of `src` to `dest`: append what makes DEST's view of the selected ids
     agree with SRC's: the live current versions that match `selection`, and SRC's
@@ -357,7 +470,10 @@ def index_path(state_dir: Path, dest: Path) -> Path:
 
 
 def _cursor_chunks(
-    index: FileIndex, sources: Sequence[Path], ends: dict[str, Cursor]
+    index: FileIndex,
+    sources: Sequence[Path],
+    ends: dict[str, Cursor],
+    progress: Progress | None = None,
 ) -> Iterator[tuple[str, int, list[bytes]]]:
     """The source lines not read yet: from each source's saved cursor when the source still
     holds what was read there, else from the start (a rewritten or replaced source)."""
@@ -367,10 +483,13 @@ def _cursor_chunks(
         if cursor is None or not cursor_valid(path, cursor):
             cursor = Cursor(0, 0, 1, b"")
         offset, line = cursor.offset, cursor.line
+        total = max(0, _size(path) - offset)
         for chunk in read_chunks(path, offset, line):
             index.bytes_read += chunk.end - chunk.start
             yield str(path), chunk.first_line, chunk.lines
             offset, line = chunk.end, chunk.first_line + len(chunk.lines)
+            if progress is not None:
+                progress("merge", line - cursor.line, offset - cursor.offset, total)
         ends[key] = cursor_at(path, offset, line)
 
 
@@ -383,6 +502,7 @@ def merge_indexed(
     max_future: int = DEFAULT_MAX_FUTURE,
     dry_run: bool = False,
     lock_timeout: float = DEFAULT_TIMEOUT,
+    progress: Progress | None = None,
 ) -> MergeResult:
     """`merge_files` with a persistent index of `dest` in `state_dir`: the destination is
     read only where it grew since the last merge, each source only past where it was read
@@ -393,7 +513,7 @@ def merge_indexed(
         ends: dict[str, Cursor] = {}
         result = merge_chunks(
             index,
-            _cursor_chunks(index, sources, ends),
+            _cursor_chunks(index, sources, ends, progress),
             now=now,
             max_future=max_future,
             dry_run=dry_run,
