@@ -59,7 +59,7 @@ byte, to the side file (rule 4). Kept lines are copied byte for byte (rule 5), i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -76,12 +76,16 @@ __all__ = [
     "MAX_HORIZON_DAYS",
     "MAX_POSTPONE_SECONDS",
     "MAX_WAIT_SECONDS",
+    "Candidate",
     "CompactionPlan",
+    "PartPlan",
     "Rejected",
     "Survey",
     "compact_lines",
     "expiring_tombstones",
+    "pick_superseders",
     "plan_compaction",
+    "plan_part",
 ]
 
 MAX_HORIZON_DAYS = 36_500
@@ -235,14 +239,20 @@ class CompactionPlan:
         to be complete. A line byte-equal to a kept record is cheap (a set lookup); only
         the others are classified again.
         """
+        return self.account_numbered(enumerate(lines, first_line), source=source)
+
+    def account_numbered(
+        self, numbered: Iterable[tuple[int, bytes]], *, source: str = "<bytes>"
+    ) -> list[Rejected]:
+        """`account` for lines given with their line numbers (a partition of the file)."""
         if self._kept is None:
             self._kept = frozenset(rec.raw for rec in self.keep)
         kept = self._kept
         bad: list[Rejected] = []
         dropped = self._counts
-        lines = lines if isinstance(lines, list) else list(lines)
-        rest = [(n, raw) for n, raw in enumerate(lines, first_line) if raw not in kept]
-        self._matched += len(lines) - len(rest)
+        pairs = numbered if isinstance(numbered, list) else list(numbered)
+        rest = [(n, raw) for n, raw in pairs if raw not in kept]
+        self._matched += len(pairs) - len(rest)
         for n, raw in rest:
             parsed = classify(raw, source=source, line_no=n)
             if type(parsed) is Record:
@@ -298,6 +308,76 @@ def plan_compaction(
     Returns:
         The plan; call `account` on every line of the file to fill its counts.
     """
+    part = plan_part(survey, now=now, horizon=horizon, acknowledged=acknowledged)
+    return part.finish(pick_superseders(part.candidates))
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A record superseding `target`, as rule 6 of the module docstring ranks it: `cost`
+    orders the candidates of one target (the least is kept), `kept` says whether its own id
+    keeps it anyway, `pin` whether its id's tombstone must stay if it is chosen."""
+
+    target: str
+    rec: Record
+    cost: tuple[int, int, bytes]
+    kept: bool
+    pin: bool
+
+
+def pick_superseders(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """For each superseded id, the superseding record to keep: a user one when there is
+    one, else an inferred one; the least `cost` among those (rule 6)."""
+    best: dict[str, Candidate] = {}
+    for c in candidates:
+        old = best.get(c.target)
+        if old is None or (not c.rec.user, c.cost) < (not old.rec.user, old.cost):
+            best[c.target] = c
+    return list(best.values())
+
+
+@dataclass(slots=True)
+class PartPlan:
+    """What compaction decides for a set of ids whose records it has all seen (a whole
+    file, or one of its partitions): every rule but the choice of superseding records,
+    which may span ids in other partitions (rule 6). `candidates` are this part's
+    superseding records, ranked; `finish` takes the ones picked across all parts."""
+
+    keep: list[Record]
+    candidates: list[Candidate]
+    decisions: _Decisions
+    expired: set[str]
+    tombs: dict[str, Record]
+
+    def finish(self, picks: Iterable[Candidate]) -> CompactionPlan:
+        """The plan, given the candidates picked across all parts (`pick_superseders`;
+        those of other parts are ignored): a picked record is kept, and its id's tombstone
+        pinned when it is dead without it."""
+        keep = list(self.keep)
+        own = self.decisions.index
+        pinned: set[str] = set()
+        for c in picks:
+            if c.rec.id not in own.user and c.rec.id not in own.inferred:
+                continue  # another part's record (an entry is in one of the two)
+            if not c.kept:
+                keep.append(c.rec)
+            if c.pin:
+                pinned.add(c.rec.id)
+        expired = self.expired - pinned
+        self.decisions.expired = frozenset(expired)
+        keep += [tomb for rid, tomb in self.tombs.items() if rid not in expired]
+        keep.sort(key=attrgetter("ts", "id", "raw"))
+        return CompactionPlan(keep=keep, pinned=pinned, _decisions=self.decisions)
+
+
+def plan_part(
+    survey: Survey,
+    *,
+    now: int,
+    horizon: int,
+    acknowledged: Acknowledged | None = None,
+) -> PartPlan:
+    """`plan_compaction` up to the choice of superseding records (see `PartPlan`)."""
     index = survey.index
     tombs = index.tombs
 
@@ -336,22 +416,24 @@ def plan_compaction(
         if t.ts < cutoff and (acknowledged is None or t.raw in acknowledged)
     }
 
-    # Rule 6: one superseding record per superseded id, and the pins it needs.
-    pinned: set[str] = set()
-    for candidates in survey.superseding.values():
-        users_ = [r for r in candidates.values() if r.user]
-        chosen = _pick_superseder(users_ or list(candidates.values()), kept, tombs, expired)
-        if not kept(chosen):
-            keep.append(chosen)
-        tomb = tombs.get(chosen.id)
-        if tomb is not None and chosen.ts <= tomb.ts and chosen.id in expired:
-            pinned.add(chosen.id)
-    expired -= pinned
-    decisions.expired = frozenset(expired)
-
-    keep += [tomb for rid, tomb in tombs.items() if rid not in expired]
-    keep.sort(key=attrgetter("ts", "id", "raw"))
-    return CompactionPlan(keep=keep, pinned=pinned, _decisions=decisions)
+    # Rule 6: each superseding record, ranked: kept anyway, else not deleted, else one
+    # whose tombstone stays anyway, else (the latest first) one whose tombstone is pinned.
+    candidates: list[Candidate] = []
+    for target, found in survey.superseding.items():
+        for rec in found.values():
+            tomb = tombs.get(rec.id)
+            is_kept = kept(rec)
+            if is_kept:
+                rank = 0
+            elif tomb is None or rec.ts > tomb.ts:
+                rank = 1
+            elif rec.id not in expired:
+                rank = 2
+            else:
+                rank = 3
+            pin = tomb is not None and rec.ts <= tomb.ts and rec.id in expired
+            candidates.append(Candidate(target, rec, (rank, -rec.ts, rec.raw), is_kept, pin))
+    return PartPlan(keep, candidates, decisions, expired, tombs)
 
 
 def _twins(index: Index, decisions: _Decisions) -> list[Record]:
@@ -372,30 +454,6 @@ def _twins(index: Index, decisions: _Decisions) -> list[Record]:
                 texts.add(text)
                 found.append(rec)
     return found
-
-
-def _pick_superseder(
-    candidates: list[Record],
-    kept: Callable[[Record], bool],
-    tombs: dict[str, Record],
-    expired: set[str],
-) -> Record:
-    """The superseding record to keep: one kept anyway, else one not deleted, else one
-    whose tombstone stays anyway, else the latest (its tombstone is then pinned)."""
-
-    def cost(rec: Record) -> tuple[int, int, bytes]:
-        tomb = tombs.get(rec.id)
-        if kept(rec):
-            rank = 0
-        elif tomb is None or rec.ts > tomb.ts:
-            rank = 1
-        elif rec.id not in expired:
-            rank = 2
-        else:
-            rank = 3
-        return (rank, -rec.ts, rec.raw)
-
-    return min(candidates, key=cost)
 
 
 def compact_lines(

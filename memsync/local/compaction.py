@@ -34,7 +34,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +57,7 @@ from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
 from memsync.errors import NotQuiet
+from memsync.local import compaction_parts
 from memsync.local.drain import (
     clean_up,
     drain,
@@ -69,6 +70,7 @@ from memsync.local.drain import (
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import held, lock_path
 from memsync.local.procfs import writers
+from memsync.local.progress import Progress
 from memsync.local.reading import no_gc
 from memsync.local.storage import fsync_dir, read_chunks_fd, write_all
 
@@ -176,8 +178,12 @@ def compact_file(
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     lock_timeout: float = _LOCK_TIMEOUT,
     force: bool = False,
+    progress: Progress | None = None,
 ) -> CompactionResult:
     """Rewrite `path` with only the lines its view still needs (rules 15 and 16).
+
+    A file larger than `PART_BYTES` is planned in partitions by id, so that memory is
+    that of a partition (`memsync.local.compaction_parts`); the result is the same.
 
     Args:
         path: the memory file.
@@ -195,6 +201,7 @@ def compact_file(
             while it runs is copied by the drain of rule 16. A process holding the file
             open for writing is still waited for, up to `grace_seconds` (a second at
             most): a handle kept open would write to the old inode after the drain.
+        progress: told of the bytes read and written (issue 14), if given.
 
     Returns:
         What was done, with sizes and the dropped lines by reason.
@@ -219,10 +226,13 @@ def compact_file(
     if dry_run:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            work = _Work(path, fd, at)
+            work = _work(path, fd, at, progress)
             work.survey()
-            work.plan_and_account(horizon, acknowledged, reject=False)
-            return work.result(dry_run=True)
+            try:
+                work.plan_and_account(horizon, acknowledged, reject=False)
+                return work.result(dry_run=True)
+            finally:
+                work.close()
         finally:
             os.close(fd)
     with _compaction_lock(path, lock_timeout):
@@ -233,12 +243,15 @@ def compact_file(
                 _wait_for_writers(path, os.fstat(fd), min(grace_seconds, _WRITERS_PATIENCE))
             else:
                 _check_quiet(path, os.fstat(fd), quiet_seconds)
-            work = _Work(path, fd, at)
-            work.survey()
-            if not work.nothing_to_do(horizon, acknowledged):
-                work.plan_and_account(horizon, acknowledged, reject=True)
-                work.rewrite(grace_seconds)
-            return work.result(dry_run=False)
+            work = _work(path, fd, at, progress)
+            try:
+                work.survey()
+                if not work.nothing_to_do(horizon, acknowledged):
+                    work.plan_and_account(horizon, acknowledged, reject=True)
+                    work.rewrite(grace_seconds)
+                return work.result(dry_run=False)
+            finally:
+                work.close()
         finally:
             os.close(fd)
 
@@ -282,10 +295,11 @@ def _wait_for_writers(path: Path, st: os.stat_result, patience: float) -> None:
 class _Work:
     """One compaction in progress: the file's old inode, read through `fd`."""
 
-    def __init__(self, path: Path, fd: int, now: int) -> None:
+    def __init__(self, path: Path, fd: int, now: int, progress: Progress | None = None) -> None:
         self.path = path
         self.fd = fd
         self.now = now
+        self.progress = progress
         st = os.fstat(fd)
         self.mode = stat.S_IMODE(st.st_mode)
         self.dev, self.ino = st.st_dev, st.st_ino
@@ -311,6 +325,8 @@ class _Work:
                 self.survey_.fold(lines, source=name, first_line=first)
                 self.lines = first + len(lines) - 1
                 self.end = end
+                if self.progress is not None:
+                    self.progress("compact: reading", self.lines, end, self.size)
         self.size = max(self.size, self.end)
         self.digest = hasher.digest()
 
@@ -360,8 +376,6 @@ class _Work:
 
     def rewrite(self, grace_seconds: float) -> None:
         """Write the temp file, set the old inode aside, rename, drain (rule 16)."""
-        plan = self.plan
-        assert plan is not None
         path, folder = self.path, self.path.parent
         generation = os.urandom(8).hex()
         tmp = folder / f".{path.name}.tmp-compact-{os.getpid()}"
@@ -372,8 +386,12 @@ class _Work:
             try:
                 os.fchmod(fd, self.mode)
                 write_all(fd, header_line(self.now, generation))
-                for block in plan.data():
+                written = 0
+                for block in self.kept_lines():
                     write_all(fd, block)
+                    written += len(block)
+                    if self.progress is not None:
+                        self.progress("compact: writing", 0, written, self.size)
                 os.fsync(fd)
             except OSError as exc:  # a write names no file: "[Errno 28] ..." alone said nothing
                 raise OSError(
@@ -401,26 +419,133 @@ class _Work:
         self.out.drained = drained.lines
         self.out.rejected += finish_drain(path, aside, drained, self.now)
 
+    def kept_lines(self) -> Iterable[bytes]:
+        """The kept lines, in blocks, for the new file."""
+        assert self.plan is not None
+        return self.plan.data()
+
+    def stats(self) -> tuple[int, int, dict[str, int], int] | None:
+        """Records kept, their bytes, lines dropped by reason, tombstones pinned; None
+        before a plan."""
+        plan = self.plan
+        if plan is None:
+            return None
+        kept_bytes = sum(len(r.raw) + 1 for r in plan.keep)
+        return len(plan.keep), kept_bytes, plan.dropped, len(plan.pinned)
+
+    def close(self) -> None:
+        """Free what the work holds outside memory (temporary files)."""
+
     def result(self, *, dry_run: bool) -> CompactionResult:
         out = self.out
         out.dry_run = dry_run
         out.size_before = self.size
         out.lines_before = self.lines
-        plan = self.plan
-        if plan is not None:
-            out.kept = len(plan.keep)
-            dropped = plan.dropped
+        stats = self.stats()
+        if stats is not None:
+            out.kept, kept_bytes, dropped, out.pinned = stats
             out.dropped = {r: dropped[r] for r in DROP_REASONS if dropped.get(r)}
-            out.pinned = len(plan.pinned)
         if out.rewritten:
             st = os.stat(self.path)
             out.size_after = st.st_size
             out.lines_after = 1 + out.kept + out.drained
-        elif dry_run and plan is not None:
-            out.size_after = len(header_line(self.now)) + sum(len(r.raw) + 1 for r in plan.keep)
+        elif dry_run and stats is not None:
+            out.size_after = len(header_line(self.now)) + kept_bytes
             out.lines_after = 1 + out.kept
             if self.size > self.end:
                 out.size_after += self.size - self.end
         else:
             out.size_after, out.lines_after = self.size, self.lines
         return out
+
+
+def _work(path: Path, fd: int, now: int, progress: Progress | None) -> _Work:
+    if os.fstat(fd).st_size > compaction_parts.PART_BYTES:
+        return _PartedWork(path, fd, now, progress)
+    return _Work(path, fd, now, progress)
+
+
+class _PartedWork(_Work):
+    """A compaction of a large file, planned in partitions by id (issue 14): the same
+    steps and result as `_Work`, in the memory of one partition."""
+
+    def __init__(self, path: Path, fd: int, now: int, progress: Progress | None) -> None:
+        super().__init__(path, fd, now, progress)
+        self.parted: compaction_parts.Parted | None = None
+        self.parted_plan: compaction_parts.PartedPlan | None = None
+
+    def survey(self) -> None:
+        """Pass 1: split the lines by id into temporary files."""
+        count = max(1, -(-self.size // compaction_parts.PART_BYTES))
+        with no_gc():
+            parted = compaction_parts.split_file(
+                self.fd, str(self.path), self.path.parent, count, self.progress
+            )
+        self.parted = parted
+        self.lines, self.end, self.digest = parted.lines, parted.end, parted.digest
+        self.first_is_header = parted.first_is_header
+        self.size = max(self.size, self.end)
+
+    def _planned(
+        self, horizon: int, acknowledged: Callable[[Record], bool] | None
+    ) -> compaction_parts.PartedPlan:
+        if self.parted_plan is None:
+            assert self.parted is not None
+            now = self.now
+
+            def acked(survey: Survey) -> frozenset[bytes] | None:
+                return acknowledged_lines(survey, now, horizon, acknowledged)
+
+            self.parted_plan = compaction_parts.plan_parted(
+                self.parted,
+                str(self.path),
+                self.path.parent,
+                now=now,
+                horizon=horizon,
+                acknowledged=acked,
+                progress=self.progress,
+            )
+            self.parted.close()
+        return self.parted_plan
+
+    def nothing_to_do(self, horizon: int, acknowledged: Callable[[Record], bool] | None) -> bool:
+        plan = self._planned(horizon, acknowledged)
+        if self.lines != plan.records + 1 or not self.first_is_header:
+            return False
+        if plan.kept != plan.records:
+            return False
+        self.out.kept = plan.records
+        return True
+
+    def plan_and_account(
+        self,
+        horizon: int,
+        acknowledged: Callable[[Record], bool] | None,
+        *,
+        reject: bool,
+    ) -> None:
+        plan = self._planned(horizon, acknowledged)
+        hasher = xxhash.xxh3_128()
+        for chunk in read_chunks_fd(self.fd, stop=self.end, keep_long=True):
+            hasher.update(chunk.data)
+        if hasher.digest() != self.digest:
+            raise NotQuiet(f"{self.path}: rewritten in place during compaction; try again")
+        if reject and plan.bad:
+            write_rejected(self.path, plan.bad, self.now)
+        self.out.rejected = len(plan.bad)
+
+    def kept_lines(self) -> Iterable[bytes]:
+        assert self.parted_plan is not None
+        return self.parted_plan.data()
+
+    def stats(self) -> tuple[int, int, dict[str, int], int] | None:
+        plan = self.parted_plan
+        if plan is None:
+            return None
+        return plan.kept, plan.kept_bytes, plan.dropped, len(plan.pinned)
+
+    def close(self) -> None:
+        if self.parted is not None:
+            self.parted.close()
+        if self.parted_plan is not None:
+            self.parted_plan.close()

@@ -525,7 +525,7 @@ def merge_indexed(
     return result
 
 
-BATCH_LINES = 100_000
+BATCH_LINES = 50_000
 """A merge of many new lines (a first sync) is planned and appended in batches of about
 this many incoming lines, so that its memory stays that of one batch (a parsed record per
 new line) rather than of the whole source."""

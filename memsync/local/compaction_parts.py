@@ -1,0 +1,302 @@
+"""Compaction of a large file in partitions by id, so that memory is that of one partition,
+not of the file (issue 14). The plan is the one `memsync.core.compaction.plan_compaction`
+makes of the whole file, and the output the same bytes.
+
+Every rule of compaction but one looks at the records of one id at a time (rule 15, cases
+1 to 5 and 7 of `memsync.core.compaction`'s docstring), so the lines are first split by id
+into anonymous temporary files (`Parts`), each planned alone. The exception is the choice
+of superseding records (case 6): it compares records of many ids that supersede one
+target. Each part ranks its own candidates (`plan_part`); once every part has, the picks
+are made across all of them (`pick_superseders`), and the rare part where a pick changes
+something (a record kept only for its supersession, a pinned tombstone) is planned again.
+Each part writes its kept lines, sorted, with a sort key in front; a heap merge of those
+runs gives the file's kept lines in (`created_at`, `id`, line) order, as one sort would.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import xxhash
+
+from memsync.core.compaction import (
+    Candidate,
+    CompactionPlan,
+    Rejected,
+    Survey,
+    pick_superseders,
+    plan_part,
+)
+from memsync.core.lines import Blank, Header, Invalid, classify
+from memsync.core.merge import quick_id
+from memsync.core.records import Record
+from memsync.local.progress import Progress
+from memsync.local.reading import no_gc
+from memsync.local.storage import CHUNK_BYTES, read_chunks_fd
+
+__all__ = ["PART_BYTES", "Parted", "PartedPlan", "plan_parted", "split_file"]
+
+PART_BYTES = 32 * 1024 * 1024
+"""A file larger than this is compacted in partitions of about this many bytes each
+(a partition's records, parsed, take about twice to three times its size)."""
+
+_TS_SHIFT = 1 << 62  # makes every instant (year 1 onwards) a positive 20-digit number
+_FLUSH = 1 << 20
+_RUN_READ = 1 << 20
+
+
+class _Spill:
+    """Lines written to an anonymous temporary file, read back in chunks. Anonymous (no
+    name in the folder, or unlinked at once): a killed compaction leaves nothing behind."""
+
+    def __init__(self, folder: Path) -> None:
+        # Closed by `close()`, which every owner calls in a `finally`.
+        self.file: IO[bytes] = tempfile.TemporaryFile(dir=folder, prefix=".memsync-spill-")  # noqa: SIM115
+        self._buffer: list[bytes] = []
+        self._size = 0
+
+    def add(self, line: bytes) -> None:
+        self._buffer.append(line)
+        self._size += len(line) + 1
+        if self._size > _FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._buffer:
+            self._buffer.append(b"")
+            self.file.write(b"\n".join(self._buffer))
+            self._buffer, self._size = [], 0
+        self.file.flush()
+
+    def chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[bytes]]:
+        self.flush()
+        for chunk in read_chunks_fd(self.file.fileno(), chunk_bytes=chunk_bytes, keep_long=True):
+            yield chunk.lines
+
+    def lines(self) -> Iterator[bytes]:
+        # Small reads: the heap merge reads every run at once.
+        for lines in self.chunks(_RUN_READ):
+            yield from lines
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _numbered(lines: list[bytes]) -> list[tuple[int, bytes]]:
+    out = []
+    for line in lines:
+        n, _, raw = line.partition(b" ")
+        out.append((int(n), raw))
+    return out
+
+
+def _sort_key(rec: Record) -> bytes:
+    """Bytes that sort as (`ts`, `id`, line) does: a fixed-width instant, the id in UTF-8
+    (byte order is code point order) ended by NUL (never in a valid id: rule 4)."""
+    return b"%020d" % (rec.ts + _TS_SHIFT) + rec.id.encode("utf-8", "surrogatepass") + b"\0"
+
+
+@dataclass
+class _Part:
+    """What one partition's plan gave: its counts, bad lines and sorted run."""
+
+    records: int = 0
+    kept: int = 0
+    kept_bytes: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    pinned: set[str] = field(default_factory=set)
+    bad: list[Rejected] = field(default_factory=list)
+    run: _Spill | None = None
+
+
+@dataclass
+class PartedPlan:
+    """The plan of a partitioned compaction: what `CompactionPlan` says of a whole file
+    (counts, pins, the kept lines in order), with the kept lines in temporary files."""
+
+    records: int
+    kept: int
+    kept_bytes: int
+    dropped: dict[str, int]
+    pinned: set[str]
+    bad: list[Rejected]
+    runs: list[_Spill]
+
+    def data(self) -> Iterator[bytes]:
+        """The kept lines, each with its "\\n", in batches (as `CompactionPlan.data`)."""
+        merged = heapq.merge(*(run.lines() for run in self.runs))
+        batch: list[bytes] = []
+        for line in merged:
+            batch.append(line[line.index(b"\0", 20) + 1 :])
+            if len(batch) == 8192:
+                batch.append(b"")
+                yield b"\n".join(batch)
+                batch = []
+        if batch:
+            batch.append(b"")
+            yield b"\n".join(batch)
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.close()
+
+
+@dataclass
+class Parted:
+    """Pass 1 of a partitioned compaction: the lines split by id, with what was learned of
+    the lines that name no id (headers, blank and bad lines) and of the file."""
+
+    parts: list[_Spill]
+    counts: dict[str, int]
+    bad: list[Rejected]
+    lines: int
+    end: int
+    digest: bytes
+    first_is_header: bool
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
+def split_file(
+    fd: int, name: str, folder: Path, count: int, progress: Progress | None = None
+) -> Parted:
+    """Read the file once, splitting its lines by id into `count` temporary files in
+    `folder` (each line with its line number); headers, blank and bad lines that name no
+    id are counted or kept aside here. Raises UnsupportedFormat (rule 2)."""
+    parts = [_Spill(folder) for _ in range(count)]
+    counts: dict[str, int] = {}
+    bad: list[Rejected] = []
+    hasher = xxhash.xxh3_128()
+    lines = end = 0
+    first_is_header = False
+    total = os.fstat(fd).st_size
+    try:
+        for chunk in read_chunks_fd(fd, keep_long=True)  # exact bytes: hashed, bad lines set aside whole:
+            hasher.update(chunk.data)
+            for n, raw in enumerate(chunk.lines, chunk.first_line):
+                rid = quick_id(raw)
+                if rid is None:
+                    parsed = classify(raw, source=name, line_no=n)
+                    if n == 1:
+                        first_is_header = type(parsed) is Header
+                    if type(parsed) is Record:
+                        rid = parsed.id
+                    elif type(parsed) is Invalid:
+                        bad.append(Rejected(n, raw, parsed.reason))
+                        continue
+                    else:
+                        reason = "header" if type(parsed) is Header else "blank"
+                        assert type(parsed) in (Header, Blank)
+                        counts[reason] = counts.get(reason, 0) + 1
+                        continue
+                parts[hash(rid) % count].add(b"%d " % n + raw)
+            lines = chunk.first_line + len(chunk.lines) - 1
+            end = chunk.end
+            if progress is not None:
+                progress("compact: reading", lines, end, total)
+    except BaseException:
+        for part in parts:
+            part.close()
+        raise
+    return Parted(parts, counts, bad, lines, end, hasher.digest(), first_is_header)
+
+
+def _plan_one(
+    part: _Spill,
+    name: str,
+    folder: Path,
+    now: int,
+    horizon: int,
+    acknowledged: Callable[[Survey], frozenset[bytes] | None],
+    picks: list[Candidate] | None,
+) -> tuple[_Part, list[Candidate]]:
+    """Plan one partition: fold its records, plan (with the `picks` made across all parts,
+    or, the first time, none), count and collect its dropped and bad lines, write its run."""
+    survey = Survey()
+    for lines in part.chunks():
+        for n, raw in _numbered(lines):
+            parsed = classify(raw, source=name, line_no=n)
+            if type(parsed) is Record:
+                survey.add(parsed)
+    planned = plan_part(survey, now=now, horizon=horizon, acknowledged=acknowledged(survey))
+    plan: CompactionPlan = planned.finish(picks or ())
+    out = _Part(records=survey.index.records, kept=len(plan.keep))
+    for lines in part.chunks():
+        out.bad += plan.account_numbered(_numbered(lines), source=name)
+    out.dropped = plan.dropped
+    out.pinned = plan.pinned
+    run = _Spill(folder)
+    for rec in plan.keep:
+        run.add(_sort_key(rec) + rec.raw)
+        out.kept_bytes += len(rec.raw) + 1
+    run.flush()
+    out.run = run
+    return out, planned.candidates
+
+
+def plan_parted(
+    parted: Parted,
+    name: str,
+    folder: Path,
+    *,
+    now: int,
+    horizon: int,
+    acknowledged: Callable[[Survey], frozenset[bytes] | None],
+    progress: Progress | None = None,
+) -> PartedPlan:
+    """Plan every partition, pick the superseding records across them, plan again the
+    partitions a pick changes, and put the results together."""
+    results: list[_Part] = []
+    candidates: list[Candidate] = []
+    where: dict[str, int] = {}  # candidate id -> partition
+    try:
+        with no_gc():
+            for i, part in enumerate(parted.parts):
+                done, found = _plan_one(part, name, folder, now, horizon, acknowledged, None)
+                results.append(done)
+                candidates += found
+                for c in found:
+                    where[c.rec.id] = i
+                if progress is not None:
+                    progress("compact: planning", i + 1, i + 1, len(parted.parts))
+            picks = pick_superseders(candidates)
+            # Planned without the picks, a partition differs only where a pick is a record
+            # kept for its supersession alone, or pins its id's tombstone.
+            for i in sorted({where[c.rec.id] for c in picks if not c.kept or c.pin}):
+                old = results[i]
+                results[i], _ = _plan_one(
+                    parted.parts[i], name, folder, now, horizon, acknowledged, picks
+                )
+                if old.run is not None:
+                    old.run.close()
+    except BaseException:
+        for done in results:
+            if done.run is not None:
+                done.run.close()
+        raise
+    dropped = dict(parted.counts)
+    bad = list(parted.bad)
+    pinned: set[str] = set()
+    for done in results:
+        for reason, n in done.dropped.items():
+            dropped[reason] = dropped.get(reason, 0) + n
+        bad += done.bad
+        pinned |= done.pinned
+    bad.sort(key=lambda r: r.line)
+    return PartedPlan(
+        records=sum(r.records for r in results),
+        kept=sum(r.kept for r in results),
+        kept_bytes=sum(r.kept_bytes for r in results),
+        dropped=dropped,
+        pinned=pinned,
+        bad=bad,
+        runs=[r.run for r in results if r.run is not None],
+    )
