@@ -53,6 +53,7 @@ from memsync.core.compaction import (
 )
 from memsync.core.records import KINDS
 from memsync.errors import MemsyncError, NotQuiet
+from memsync.local.progress import progress_line
 
 __all__ = ["main"]
 
@@ -64,6 +65,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memsync {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 
@@ -116,6 +118,7 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a one-off merge: read everything, keep no index in the state directory",
     )
+    _quiet_option(p)
     p.set_defaults(handler=cmd_merge)
 
     p = sub.add_parser("handoff", help="hand a memory, or a slice of it, to another agent")
@@ -138,6 +141,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
     p.add_argument("--dry-run", action="store_true", help="list what would be appended")
     p.add_argument("--json", action="store_true")
+    _quiet_option(p)
     p.set_defaults(handler=cmd_handoff)
 
     p = sub.add_parser("compact", help="rewrite a file with only what its view needs")
@@ -173,6 +177,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="say what would be dropped")
     p.add_argument("--json", action="store_true")
+    _quiet_option(p)
     p.set_defaults(handler=cmd_compact)
 
     p = sub.add_parser("sync", help="one pass of pull, merge and push with the remotes")
@@ -180,6 +185,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", default=None, metavar="NAME")
     p.add_argument("--remote", default=None, metavar="NAME")
     p.add_argument("--json", action="store_true")
+    _quiet_option(p)
     p.set_defaults(handler=cmd_sync)
 
     p = sub.add_parser("check-config", help="validate a config file and print it resolved")
@@ -213,6 +219,15 @@ _EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[Parser]], None]] = [
 ]
 
 
+QUIET_HELP = "no progress line on a terminal for long operations"
+
+
+def _quiet_option(p: argparse.ArgumentParser) -> None:
+    """`--quiet` after the command too (`memsync merge ... --quiet`). SUPPRESS: a default
+    here would overwrite a `memsync --quiet merge ...` given before the command."""
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
+
+
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = logging.StreamHandler(sys.stderr)
@@ -229,7 +244,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _build_parser().parse_args(argv)
         _setup_logging(args.verbose)
         handler: Handler = args.handler
-        return handler(args)
+        # Issue 14: a progress line on a terminal, erased before any `memsync: ...` line.
+        progress = progress_line(sys.stderr, quiet=args.quiet)
+        args.progress = progress
+        try:
+            return handler(args)
+        finally:
+            if progress is not None:
+                progress.clear()
     except NotQuiet as exc:
         print(f"memsync: {exc}", file=sys.stderr)
         return EXIT_NOT_QUIET

@@ -181,10 +181,17 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if any(src.resolve() == args.into.resolve() for src in sources):
         raise UsageError(f"{args.into}: cannot merge a file into itself")
     if args.no_index:
-        result = merge_files(args.into, sources, now=args.now, dry_run=args.dry_run)
+        result = merge_files(
+            args.into, sources, now=args.now, dry_run=args.dry_run, progress=args.progress
+        )
     else:
         result = merge_indexed(
-            args.into, sources, default_state_dir(), now=args.now, dry_run=args.dry_run
+            args.into,
+            sources,
+            default_state_dir(),
+            now=args.now,
+            dry_run=args.dry_run,
+            progress=args.progress,
         )
     _print_merge(result, args.json)
     return EXIT_OK
@@ -203,7 +210,9 @@ def cmd_handoff(args: argparse.Namespace) -> int:
         min_confidence=args.min_confidence,
         since=args.since,
     )
-    result = handoff(src, args.dest, selection, now=args.now, dry_run=args.dry_run)
+    result = handoff(
+        src, args.dest, selection, now=args.now, dry_run=args.dry_run, progress=args.progress
+    )
     _print_merge(result, args.json, show_records=args.dry_run)
     return EXIT_OK
 
@@ -250,6 +259,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         quiet_seconds=args.quiet_seconds,
         grace_seconds=args.grace_seconds,
         dry_run=args.dry_run,
+        progress=args.progress,
         **_hub_side(path, args.config),
     ).local
     if args.json:

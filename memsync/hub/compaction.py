@@ -44,6 +44,7 @@ from memsync.hub.transports import Transport
 from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
 from memsync.local.fileindex import DigestStore
 from memsync.local.fresh import now_us
+from memsync.local.progress import Progress
 
 __all__ = ["MemoryCompaction", "acknowledged_for", "compact_memory", "compact_own_hub_file"]
 
@@ -124,6 +125,7 @@ def compact_memory(
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     dry_run: bool = False,
     force: bool = False,
+    progress: Progress | None = None,
 ) -> MemoryCompaction:
     """Compact one memory (rules 15 and 16): the local file `path`, keeping every tombstone
     some replica of `remotes` has not read yet, then this replica's own file in each hub
@@ -149,6 +151,7 @@ def compact_memory(
             dry_run=dry_run,
             acknowledged=ack,
             force=force,
+            progress=progress,
         )
         done = MemoryCompaction(local)
         if dry_run or state_dir is None:

@@ -179,7 +179,7 @@ def split_file(
     first_is_header = False
     total = os.fstat(fd).st_size
     try:
-        for chunk in read_chunks_fd(fd, keep_long=True)  # exact bytes: hashed, bad lines set aside whole:
+        for chunk in read_chunks_fd(fd, keep_long=True):  # exact bytes, bad lines whole
             hasher.update(chunk.data)
             for n, raw in enumerate(chunk.lines, chunk.first_line):
                 rid = quick_id(raw)
