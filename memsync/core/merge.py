@@ -24,6 +24,7 @@ a reader letting later lines win still agrees with the view (rule 14, amended).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Collection, Container, Generator, Iterable
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ __all__ = [
     "dest_relevant",
     "judge",
     "line_digest",
+    "lines_naming",
     "merge_steps",
     "plan_merge",
     "quick_id",
@@ -215,6 +217,21 @@ def _collect_chunk(
                 inc.candidates.append(parsed)
         elif type(parsed) is Invalid:
             inc.bad.append(BadLine(source, line_no, parsed.reason))
+
+
+_USUAL_ID = re.compile(rb'\n\{"id": ?"([^"\\\n]*)"')
+
+
+def lines_naming(lines: list[bytes], data: bytes, ids: set[str]) -> list[bytes]:
+    """The lines among `lines` (the complete lines of `data`) that `relevant_index` may
+    keep for `ids` (no `targets`), picked without a Python step per line: one regular
+    expression takes the id of every line that starts the usual way; when every line
+    does, only those naming one of `ids` are returned, else all of them."""
+    found = _USUAL_ID.findall(b"\n" + data)
+    if len(found) != len(lines):
+        return lines
+    wanted = {rid.encode() for rid in ids}
+    return list(itertools.compress(lines, map(wanted.__contains__, found)))
 
 
 def dest_relevant(rec: Record, ids: Container[str], targets: Container[str]) -> bool:

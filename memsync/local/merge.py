@@ -26,6 +26,7 @@ from memsync.core.merge import (
     Relevant,
     Withheld,
     line_digest,
+    lines_naming,
     merge_steps,
     relevant_index,
     superseding_lines,
@@ -114,19 +115,19 @@ def _file_reader(path: Path) -> Callable[[Relevant], Index]:
             return index
         sups: list[bytes] | None = []
 
+        ids = need.incoming.ids
+
         def lines() -> Iterator[list[bytes]]:
             nonlocal sups
             for chunk in read_chunks(path):
-                yield chunk.lines
+                yield lines_naming(chunk.lines, chunk.data, ids)
                 if sups is not None:
                     sups += superseding_lines(chunk.data)
                     if len(sups) > _KEEP_SUPERSEDING:
                         sups = None  # a file of superseders: read them again if asked
 
         # One call over every chunk: its set of the ids' bytes is made once.
-        relevant_index(
-            itertools.chain.from_iterable(lines()), need.incoming.ids, into=index, source=str(path)
-        )
+        relevant_index(itertools.chain.from_iterable(lines()), ids, into=index, source=str(path))
         kept[0] = sups
         return index
 
