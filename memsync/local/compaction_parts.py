@@ -40,7 +40,7 @@ from memsync.local.progress import Progress
 from memsync.local.reading import no_gc
 from memsync.local.storage import CHUNK_BYTES, read_chunks_fd
 
-__all__ = ["PART_BYTES", "Parted", "PartedPlan", "plan_parted", "split_file"]
+__all__ = ["PART_BYTES", "Parted", "PartedPlan", "Spill", "plan_parted", "split_file"]
 
 PART_BYTES = 32 * 1024 * 1024
 """A file larger than this is compacted in partitions of about this many bytes each
@@ -51,7 +51,7 @@ _FLUSH = 1 << 20
 _RUN_READ = 1 << 20
 
 
-class _Spill:
+class Spill:
     """Lines written to an anonymous temporary file, read back in chunks. Anonymous (no
     name in the folder, or unlinked at once): a killed compaction leaves nothing behind."""
 
@@ -112,7 +112,7 @@ class _Part:
     dropped: dict[str, int] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)
     bad: list[Rejected] = field(default_factory=list)
-    run: _Spill | None = None
+    run: Spill | None = None
 
 
 @dataclass
@@ -126,7 +126,7 @@ class PartedPlan:
     dropped: dict[str, int]
     pinned: set[str]
     bad: list[Rejected]
-    runs: list[_Spill]
+    runs: list[Spill]
 
     def data(self) -> Iterator[bytes]:
         """The kept lines, each with its "\\n", in batches (as `CompactionPlan.data`)."""
@@ -152,7 +152,7 @@ class Parted:
     """Pass 1 of a partitioned compaction: the lines split by id, with what was learned of
     the lines that name no id (headers, blank and bad lines) and of the file."""
 
-    parts: list[_Spill]
+    parts: list[Spill]
     counts: dict[str, int]
     bad: list[Rejected]
     lines: int
@@ -171,7 +171,7 @@ def split_file(
     """Read the file once, splitting its lines by id into `count` temporary files in
     `folder` (each line with its line number); headers, blank and bad lines that name no
     id are counted or kept aside here. Raises UnsupportedFormat (rule 2)."""
-    parts = [_Spill(folder) for _ in range(count)]
+    parts = [Spill(folder) for _ in range(count)]
     counts: dict[str, int] = {}
     bad: list[Rejected] = []
     hasher = xxhash.xxh3_128()
@@ -210,7 +210,7 @@ def split_file(
 
 
 def _plan_one(
-    part: _Spill,
+    part: Spill,
     name: str,
     folder: Path,
     now: int,
@@ -233,7 +233,7 @@ def _plan_one(
         out.bad += plan.account_numbered(_numbered(lines), source=name)
     out.dropped = plan.dropped
     out.pinned = plan.pinned
-    run = _Spill(folder)
+    run = Spill(folder)
     for rec in plan.keep:
         run.add(_sort_key(rec) + rec.raw)
         out.kept_bytes += len(rec.raw) + 1

@@ -35,6 +35,7 @@ from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, build_view
 from memsync.errors import FileReplaced
+from memsync.local import handoff_parts
 from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
@@ -442,6 +443,8 @@ def handoff(
     agree with SRC's: the live current versions that match `selection`, and SRC's
     tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14)."""
     at = now_us() if now is None else now
+    if _size(src) > handoff_parts.PART_BYTES:
+        return _handoff_parted(src, dest, selection, at, dry_run, lock_timeout, progress)
     dest_ids = _ids_of(dest)
     superseding: list[Record] = []
 
@@ -462,6 +465,36 @@ def handoff(
         except _Replanned:
             pending = plan_records_merge(dest, lines, now=at)
     raise FileReplaced(str(dest), "handoff")
+
+
+def _handoff_parted(
+    src: Path,
+    dest: Path,
+    selection: HandoffFilter,
+    at: int,
+    dry_run: bool,
+    lock_timeout: float,
+    progress: Progress | None,
+) -> MergeResult:
+    """`handoff` of a large source (issue 14): the lines are chosen a partition at a time
+    (`handoff_parts`) into a temporary file beside `dest`, then merged in batches, as
+    `merge_files` does (a dry run: in one plan, to list them)."""
+    private_dirs(dest.parent)
+    chosen = handoff_parts.chosen_lines(src, _ids_of(dest), selection, at, dest.parent, progress)
+    try:
+        chunks = ((str(src), 0, lines) for lines in chosen.chunks())
+        digests = _DestDigests(dest)
+        if dry_run:
+            pending = _plan_batch(digests, dest, list(chunks), at, DEFAULT_MAX_FUTURE)
+            return _result(pending, dry_run=True)
+        total = MergeResult(dest=str(dest))
+        for batch in _batches(chunks, BATCH_LINES):
+            part = _merge_batch(digests, dest, batch, at, DEFAULT_MAX_FUTURE, lock_timeout)
+            _add_up(total, part, keep_records=False)
+            del batch, part  # freed before the next batch is read, not while
+        return total
+    finally:
+        chosen.close()
 
 
 def index_path(state_dir: Path, dest: Path) -> Path:
