@@ -166,7 +166,12 @@ class Parted:
 
 
 def split_file(
-    fd: int, name: str, folder: Path, count: int, progress: Progress | None = None
+    fd: int,
+    name: str,
+    folder: Path,
+    count: int,
+    progress: Progress | None = None,
+    what: str = "compact: reading",
 ) -> Parted:
     """Read the file once, splitting its lines by id into `count` temporary files in
     `folder` (each line with its line number); headers, blank and bad lines that name no
@@ -201,7 +206,7 @@ def split_file(
             lines = chunk.first_line + len(chunk.lines) - 1
             end = chunk.end
             if progress is not None:
-                progress("compact: reading", lines, end, total)
+                progress(what, lines, end, total)
     except BaseException:
         for part in parts:
             part.close()

@@ -60,7 +60,7 @@ def chosen_lines(
     out = Spill(folder)
     try:
         with no_gc():
-            parted = split_file(fd, name, folder, count, progress)
+            parted = split_file(fd, name, folder, count, progress, "handoff: reading")
         try:
             for i, part in enumerate(parted.parts):
                 for raw in _part_chosen(part, name, dest_ids, superseded, selection, now):
