@@ -6,9 +6,10 @@ Every rule of compaction but one looks at the records of one id at a time (rule 
 1 to 5 and 7 of `memsync.core.compaction`'s docstring), so the lines are first split by id
 into anonymous temporary files (`Parts`), each planned alone. The exception is the choice
 of superseding records (case 6): it compares records of many ids that supersede one
-target. Each part ranks its own candidates (`plan_part`); once every part has, the picks
-are made across all of them (`pick_superseders`), and the rare part where a pick changes
-something (a record kept only for its supersession, a pinned tombstone) is planned again.
+target. A candidate's rank depends on its own id's records only, so the ids that supersede
+something (about 1% of a real file's, found in pass 1) are read again and planned alone
+(`plan_part`) to rank every candidate; the picks are made across all of them
+(`pick_superseders`), and each partition is then planned once, with the picks.
 Each part writes its kept lines, sorted, with a sort key in front; a heap merge of those
 runs gives the file's kept lines in (`created_at`, `id`, line) order, as one sort would.
 """
@@ -34,7 +35,7 @@ from memsync.core.compaction import (
     plan_part,
 )
 from memsync.core.lines import Blank, Header, Invalid, classify
-from memsync.core.merge import quick_id
+from memsync.core.merge import lines_naming, quick_id, superseding_lines
 from memsync.core.records import Record
 from memsync.local.progress import Progress
 from memsync.local.reading import no_gc
@@ -159,6 +160,10 @@ class Parted:
     end: int
     digest: bytes
     first_is_header: bool
+    fd: int
+    """The file, still open (read again by `_candidates`)."""
+    superseder_ids: set[str]
+    """The ids of the records that supersede another id (rule 10)."""
 
     def close(self) -> None:
         for part in self.parts:
@@ -182,10 +187,15 @@ def split_file(
     hasher = xxhash.xxh3_128()
     lines = end = 0
     first_is_header = False
+    superseders: set[str] = set()
     total = os.fstat(fd).st_size
     try:
         for chunk in read_chunks_fd(fd, keep_long=True):  # exact bytes, bad lines whole
             hasher.update(chunk.data)
+            for raw in superseding_lines(chunk.data):
+                sup = classify(raw)
+                if type(sup) is Record and sup.supersedes is not None and not sup.deleted:
+                    superseders.add(sup.id)
             for n, raw in enumerate(chunk.lines, chunk.first_line):
                 rid = quick_id(raw)
                 if rid is None:
@@ -211,7 +221,7 @@ def split_file(
         for part in parts:
             part.close()
         raise
-    return Parted(parts, counts, bad, lines, end, hasher.digest(), first_is_header)
+    return Parted(parts, counts, bad, lines, end, hasher.digest(), first_is_header, fd, superseders)
 
 
 def _plan_one(
@@ -247,6 +257,28 @@ def _plan_one(
     return out, planned.candidates
 
 
+def _candidates(
+    parted: Parted,
+    name: str,
+    now: int,
+    horizon: int,
+    acknowledged: Callable[[Survey], frozenset[bytes] | None],
+) -> list[Candidate]:
+    """Every superseding record of the file, ranked (rule 15, case 6): a rank depends on
+    its own id's records only, so the records of the ids that supersede something (about
+    1% of a real file's, found in pass 1) are read again from the file and planned alone.
+    Then each partition is planned once, with the picks."""
+    ids = parted.superseder_ids
+    survey = Survey()
+    if ids:
+        for chunk in read_chunks_fd(parted.fd, stop=parted.end):
+            for raw in lines_naming(chunk.lines, chunk.data, ids):
+                parsed = classify(raw, source=name)
+                if type(parsed) is Record and parsed.id in ids:
+                    survey.add(parsed)
+    return plan_part(survey, now=now, horizon=horizon, acknowledged=acknowledged(survey)).candidates
+
+
 def plan_parted(
     parted: Parted,
     name: str,
@@ -257,31 +289,17 @@ def plan_parted(
     acknowledged: Callable[[Survey], frozenset[bytes] | None],
     progress: Progress | None = None,
 ) -> PartedPlan:
-    """Plan every partition, pick the superseding records across them, plan again the
-    partitions a pick changes, and put the results together."""
+    """Pick the superseding records across partitions, plan every partition with those
+    picks, and put the results together."""
     results: list[_Part] = []
-    candidates: list[Candidate] = []
-    where: dict[str, int] = {}  # candidate id -> partition
     try:
         with no_gc():
+            picks = pick_superseders(_candidates(parted, name, now, horizon, acknowledged))
             for i, part in enumerate(parted.parts):
-                done, found = _plan_one(part, name, folder, now, horizon, acknowledged, None)
+                done, _ = _plan_one(part, name, folder, now, horizon, acknowledged, picks)
                 results.append(done)
-                candidates += found
-                for c in found:
-                    where[c.rec.id] = i
                 if progress is not None:
                     progress("compact: planning", i + 1, i + 1, len(parted.parts))
-            picks = pick_superseders(candidates)
-            # Planned without the picks, a partition differs only where a pick is a record
-            # kept for its supersession alone, or pins its id's tombstone.
-            for i in sorted({where[c.rec.id] for c in picks if not c.kept or c.pin}):
-                old = results[i]
-                results[i], _ = _plan_one(
-                    parted.parts[i], name, folder, now, horizon, acknowledged, picks
-                )
-                if old.run is not None:
-                    old.run.close()
     except BaseException:
         for done in results:
             if done.run is not None:
