@@ -328,11 +328,12 @@ class _Pass(PushPass):
 
 
 def _message(exc: MemsyncError | OSError, local: Path) -> str:
-    """A pass's error in one line; an OSError is the local file's or the state
+    """A pass's error in one line; an OSError that is not memsync's own (a transport's
+    errors are OSErrors too, and name their remote) is the local file's or the state
     directory's, and names its file."""
-    if isinstance(exc, OSError):
-        return f"{exc.filename or local}: {exc.strerror or exc}"
-    return str(exc)
+    if isinstance(exc, MemsyncError):
+        return str(exc)
+    return f"{exc.filename or local}: {exc.strerror or exc}"
 
 
 def _unsupported(lines: list[bytes], where: str, first_line: int) -> str | None:

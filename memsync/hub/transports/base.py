@@ -21,7 +21,16 @@ from typing import Protocol
 from memsync.core.names import shown, valid_name
 from memsync.errors import MemsyncError, TransportError, TransportTimeout
 
-__all__ = ["RemoteFile", "Transport", "check_name", "is_timeout", "map_errors", "validate_name"]
+__all__ = [
+    "RemoteFile",
+    "Transport",
+    "check_name",
+    "is_leftover_temp",
+    "is_timeout",
+    "map_errors",
+    "temp_name",
+    "validate_name",
+]
 
 
 def temp_name(name: str) -> str:
