@@ -87,9 +87,13 @@ class _Pass(PushPass):
     """One pass for one memory and one remote (see the module docstring): the pull here,
     the push in `memsync.hub.push`, the state in `memsync.hub._pass`."""
 
+    _pending: list[Chunk]
+    _pending_bytes: int
+
     # Pull
 
     def pull(self) -> None:
+        self._pending, self._pending_bytes = [], 0  # lines read, not merged yet
         files = self.t.list_files(self.memory)
         if self.state.own_size is None:
             self.hub.clear()  # no record of what the hub holds: learn it again
@@ -114,6 +118,7 @@ class _Pass(PushPass):
                 # One peer in a newer format must not stop the others, nor our pushes
                 # (issue 13, item 5): skip its file, say so, read it again next time.
                 self.report.skipped.append(str(skipped))
+        self._merge_pending()
         known = {r for f in files if (r := _replica_of(f.name)) is not None}
         self.report.replicas = {
             name: None if (m := self.state.marks.get(name)) is None else m.get("updated_at")
@@ -121,9 +126,11 @@ class _Pass(PushPass):
         }
 
     def _pull_file(self, f: RemoteFile) -> None:
-        """Read one hub file from where it was read last, and merge its new lines batch by
-        batch as they come (memory bounded by the batch, issue 14; merging is idempotent,
-        so a pass cut short merges nothing twice)."""
+        """Read one hub file from where it was read last, and queue its new lines for the
+        merge, which runs whenever the queue holds `PULL_BATCH_BYTES` (memory bounded by
+        the batch, issue 14) and at the end of the pull. Usually one merge takes every
+        file's new lines: judged together, a record and the one that beats it arriving in
+        two files are not appended apart (rule 14 would then repeat the winner)."""
         peer, where = f.name[: -len(_SUFFIX)], self.where(f.name)
         own = f.name == self.own
         prior = self.state.peers.get(peer)
@@ -142,7 +149,7 @@ class _Pass(PushPass):
                     self._check_adoption(lines, self.codec.plain_lines(lines))
             # issue 12: decrypted (checked: mode, key, authentication) before any merge
             decoded = self.codec.decode(where, first_line, lines, self.report.bad)
-            self._merge(self._unseen(decoded) if reread else decoded)
+            self._queue(self._unseen(decoded) if reread else decoded)
 
         state = self._read_new(f.name, f.size, state, consume)
         if own:
@@ -153,9 +160,16 @@ class _Pass(PushPass):
             state.hub_generation = f.generation
             self.state.peers[peer] = state
 
-    def _merge(self, chunks: list[Chunk]) -> None:
-        """Merge a batch of hub lines into the local file (rule 14), and record that the
+    def _queue(self, chunks: list[Chunk]) -> None:
+        self._pending += chunks
+        self._pending_bytes += sum(len(raw) + 1 for _, _, lines in chunks for raw in lines)
+        if self._pending_bytes >= PULL_BATCH_BYTES:
+            self._merge_pending()
+
+    def _merge_pending(self) -> None:
+        """Merge the queued hub lines into the local file (rule 14), and record that the
         hub holds them."""
+        chunks, self._pending, self._pending_bytes = self._pending, [], 0
         if not any(lines for _, _, lines in chunks):
             return
         result = merge_chunks(self.index, chunks, now=self.now)
