@@ -39,7 +39,9 @@ def _fresh(scratch: Path) -> Path:
 
 def run_case(py: str, case: str, data: Path, scratch: Path) -> Run:
     """One timed run of `case` with interpreter `py` on input `data`."""
-    memsync = [py, "-m", "memsync"]
+    # -P: not the current folder first on sys.path, or `-m memsync` run from a checkout
+    # imports that checkout's memsync whatever the interpreter (the baseline would not be).
+    memsync = [py, "-P", "-m", "memsync"]
     root = _fresh(scratch)
     if case == "prompt":
         cmd = [*memsync, "prompt", "--scope", "github.com", "--max-chars", "2000", str(data)]
