@@ -59,6 +59,7 @@ __all__ = [
     "MemoryConfig",
     "RemoteConfig",
     "RemoteURL",
+    "cron_trigger",
     "default_config",
     "default_config_path",
     "default_state_dir",
@@ -258,6 +259,28 @@ class RemoteConfig(_Model):
         return parse_remote_url(self.url)
 
 
+def cron_trigger(schedule: str, timezone: dt.tzinfo | None = dt.UTC) -> Any:
+    """The APScheduler 3 trigger of a compaction `schedule`: a crontab line of 5 fields,
+    or 6 with seconds first (`*/10 * * * * *`: finer than cron's minute, for tests and
+    busy machines). Raises ValueError. apscheduler is imported here: it is heavy, and only
+    the daemon and check-config need it."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    fields = schedule.split()
+    if len(fields) != 6:
+        return CronTrigger.from_crontab(schedule, timezone=timezone)
+    second, minute, hour, day, month, day_of_week = fields
+    return CronTrigger(
+        second=second,
+        minute=minute,
+        hour=hour,
+        day=day,
+        month=month,
+        day_of_week=day_of_week,
+        timezone=timezone,
+    )
+
+
 class CompactionConfig(_Model):
     """`[compaction]`: when files are rewritten small (DESIGN "Compaction")."""
 
@@ -278,17 +301,17 @@ class CompactionConfig(_Model):
     @field_validator("schedule")
     @classmethod
     def _check_schedule(cls, value: str) -> str:
-        # Imported here: apscheduler is heavy and only the daemon and check-config get here.
-        from apscheduler.triggers.cron import CronTrigger
-
-        example = "write 5 fields 'minute hour day month weekday', e.g. '17 3 * * *'"
+        example = (
+            "write 5 fields 'minute hour day month weekday', e.g. '17 3 * * *' (or 6, "
+            "seconds first)"
+        )
         try:
-            CronTrigger.from_crontab(value, timezone=dt.UTC)
+            cron_trigger(value)
         except ValueError as exc:
             raise ValueError(f"invalid cron expression {value!r} ({exc}); {example}") from exc
         # APScheduler 3 numbers weekdays from Monday=0, cron from Sunday=0
         # (https://github.com/agronholm/apscheduler/issues/286): names mean the same in both.
-        if re.search(r"\d", value.split()[4]):
+        if re.search(r"\d", value.split()[-1]):
             raise ValueError(
                 f"cron expression {value!r}: write weekdays by name (sun, mon-fri), not by"
                 " number: APScheduler 3 counts them from Monday, cron from Sunday"

@@ -33,7 +33,7 @@ from typing import Any
 from memsync import _systemd
 from memsync._watch import watch_jsonl
 from memsync._worker import Worker
-from memsync.config import Config, RemoteConfig, load_config
+from memsync.config import Config, RemoteConfig, cron_trigger, load_config
 from memsync.configured import codec_for, open_remote
 from memsync.core.timestamps import SECOND
 from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
@@ -529,7 +529,6 @@ class Daemon:
 
     def _start_scheduler(self) -> None:
         from apscheduler.schedulers.background import BackgroundScheduler
-        from apscheduler.triggers.cron import CronTrigger
 
         cfg = self.config
         sched = BackgroundScheduler(
@@ -548,7 +547,7 @@ class Daemon:
             self._reconcile, "interval", seconds=cfg.daemon.reconcile_seconds, id="reconcile"
         )
         sched.add_job(self._heartbeat, "interval", seconds=HEARTBEAT_SECONDS, id="heartbeat")
-        trigger = CronTrigger.from_crontab(cfg.compaction.schedule)
+        trigger = cron_trigger(cfg.compaction.schedule, timezone=None)  # local time
         sched.add_job(self._schedule_compaction, trigger, id="compaction")
         interval = _systemd.watchdog_interval()
         if interval is not None:

@@ -510,6 +510,9 @@ def test_memory_and_remote_shape_refused(
         ("0 25 * * *", "invalid cron"),
         ("0 0 * * 1-5", "weekdays by name"),
         ("0 0 * * 0", "weekdays by name"),
+        ("0 0 0 * * 1", "weekdays by name"),
+        ("61 * * * * *", "invalid cron"),
+        ("0 0 0 * * * *", "Wrong number of fields"),
         ("", "invalid cron"),
     ],
 )
@@ -520,7 +523,8 @@ def test_bad_cron_refused(tmp_path: Path, schedule: str, fragment: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "schedule", ["*/15 * * * *", "0 4 * * mon-fri", "30 2 1 * *", "0 0 * * sun"]
+    "schedule",
+    ["*/15 * * * *", "0 4 * * mon-fri", "30 2 1 * *", "0 0 * * sun", "*/5 * * * * *"],
 )
 def test_good_cron_accepted(schedule: str) -> None:
     assert CompactionConfig(schedule=schedule).schedule == schedule

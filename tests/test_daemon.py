@@ -914,10 +914,10 @@ def _lines_of(path: Path, rid: str) -> list[bytes]:
 
 @pytest.mark.slow
 def test_the_daemon_compacts_on_its_schedule(cluster: Cluster) -> None:
-    """Cron has a one-minute resolution: this waits for the next minute (at most ~65 s).
-    The local file and this replica's own file in the hub are both compacted."""
+    """A schedule of every 5 s (the 6-field form, seconds first). The local file and this
+    replica's own file in the hub are both compacted."""
     hub = cluster.hub()
-    a = cluster.folder_node("a", hub, schedule="* * * * *", quiet_seconds=0.0)
+    a = cluster.folder_node("a", hub, schedule="*/5 * * * * *", quiet_seconds=0.0)
     mem = Memory.open(a.memory)
     keep = mem.add("fact", "kept").id
     gone = mem.add("fact", "forgotten").id
@@ -1027,9 +1027,9 @@ def test_compaction_postponed_by_agents_writing_continuously_runs_after_the_boun
     """Issue 13: agents that never stop writing keep a file from ever being quiet. The
     daemon's status says the compaction was postponed, why, and since when; after
     `max_postpone_seconds` it compacts anyway under the lock, and the drain of rule 16
-    keeps every line appended meanwhile (by agents without the lock too). Cron has a
-    one-minute resolution: this waits for the next minute (at most ~60 s)."""
-    a = cluster.node("a", [], schedule="* * * * *", quiet_seconds=2.0, max_postpone_seconds=3.0)
+    keeps every line appended meanwhile (by agents without the lock too). The schedule
+    fires every 5 s (the 6-field form, seconds first)."""
+    a = cluster.node("a", [], schedule="*/5 * * * * *", quiet_seconds=2.0, max_postpone_seconds=3.0)
     mem = Memory.open(a.memory)
     gone = [mem.add("fact", f"forgotten {i}").id for i in range(20)]
     for rid in gone:
@@ -1066,8 +1066,11 @@ def test_compaction_postponed_by_agents_writing_continuously_runs_after_the_boun
         assert header_of(a.memory).generation == generation
 
         def compacted() -> DaemonStatus | None:
+            # The status just after the forced run: the next tick (5 s on) postpones again.
             st = a.status()
-            return st if st is not None and st.memories[MEMORY].last_compaction else None
+            ms = None if st is None else st.memories[MEMORY]
+            done = ms is not None and ms.last_compaction and ms.postponements == 0
+            return st if done else None
 
         ms = wait_for(compacted, "the forced compaction", 30, 0.1).memories[MEMORY]
         assert ms.last_compaction_note is not None
