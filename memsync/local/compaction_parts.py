@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +57,8 @@ class Spill:
 
     def __init__(self, folder: Path) -> None:
         # Closed by `close()`, which every owner calls in a `finally`.
+        import tempfile  # only for a large file's compaction: not on every command's path
+
         self.file: IO[bytes] = tempfile.TemporaryFile(dir=folder, prefix=".memsync-spill-")  # noqa: SIM115
         self._buffer: list[bytes] = []
         self._size = 0

@@ -29,7 +29,6 @@ from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts, from_datetime
 from memsync.core.view import Index
 from memsync.errors import InvalidRecord, SecretRefused, UnknownId
-from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
@@ -45,6 +44,7 @@ from memsync.local.storage import (
 )
 
 if TYPE_CHECKING:  # pydantic is imported only when a caller asks for its models (start-up)
+    from memsync.local.compaction import CompactionResult
     from memsync.models import Entry, Tombstone
 
 __all__ = ["Memory"]
@@ -266,6 +266,8 @@ class Memory:
     ) -> CompactionResult:
         """Rewrite the file with only what its view needs (rules 15 and 16); see
         `memsync.local.compaction.compact_file`. Raises NotQuiet when the file is busy."""
+        from memsync.local.compaction import compact_file  # not on `add`'s path (start-up)
+
         return compact_file(
             self.path,
             now=_as_us(now),
