@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -239,9 +241,10 @@ with open(sys.argv[1], "a", encoding="utf-8") as f:
 """
 
 
-def test_a_writer_holding_the_file_open_holds_compaction_off(tmp_path: Path) -> None:
-    path = write(tmp_path / "m.jsonl", *SAMPLE)
-    written = []
+@contextmanager
+def _holding(path: Path) -> Iterator[subprocess.Popen[str]]:
+    """A real process holding `path` open for appending (HOLDER), ready; killed on the way
+    out if it did not end by itself."""
     with subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(path)],
         stdin=subprocess.PIPE,
@@ -252,20 +255,35 @@ def test_a_writer_holding_the_file_open_holds_compaction_off(tmp_path: Path) -> 
         assert holder.stdout is not None
         assert holder.stdout.readline() == "open\n"
         try:
-            for i in range(3):
-                line = entry(f"held{i}", 10 + i).decode()
-                holder.stdin.write(line + "\n")
-                holder.stdin.flush()
-                assert holder.stdout.readline() == "ok\n"
-                written.append(line.encode())
-                with pytest.raises(NotQuiet, match=rf"open for writing by pid {holder.pid} \("):
-                    compact_file(path, now=NOW, quiet_seconds=0)
-            holder.stdin.write("close\n")
-            holder.stdin.flush()
-            assert holder.wait(timeout=30) == 0
+            yield holder
         finally:
             if holder.poll() is None:
                 holder.kill()
+
+
+def _release(holder: subprocess.Popen[str]) -> None:
+    """Tell HOLDER to close the file, and wait for it to end."""
+    assert holder.stdin is not None
+    holder.stdin.write("close\n")
+    holder.stdin.flush()
+    assert holder.wait(timeout=30) == 0
+
+
+def test_a_writer_holding_the_file_open_holds_compaction_off(tmp_path: Path) -> None:
+    path = write(tmp_path / "m.jsonl", *SAMPLE)
+    written = []
+    with _holding(path) as holder:
+        assert holder.stdin is not None
+        assert holder.stdout is not None
+        for i in range(3):
+            line = entry(f"held{i}", 10 + i).decode()
+            holder.stdin.write(line + "\n")
+            holder.stdin.flush()
+            assert holder.stdout.readline() == "ok\n"
+            written.append(line.encode())
+            with pytest.raises(NotQuiet, match=rf"open for writing by pid {holder.pid} \("):
+                compact_file(path, now=NOW, quiet_seconds=0)
+        _release(holder)
     assert compact_file(path, now=NOW, quiet_seconds=0, grace_seconds=0).rewritten
     assert all(raw in live(path) for raw in written)
 
@@ -286,27 +304,13 @@ def test_a_forced_compaction_still_waits_for_a_writer_holding_the_file_open(
     compaction waits for it (a while), then gives up and says who holds it."""
     path = write(tmp_path / "m.jsonl", *SAMPLE)
     data = path.read_bytes()
-    with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as holder:
-        assert holder.stdin is not None
-        assert holder.stdout is not None
-        assert holder.stdout.readline() == "open\n"
-        try:
-            started = time.monotonic()
-            with pytest.raises(NotQuiet, match=rf"open for writing by pid {holder.pid} \(.* 0.3 s"):
-                compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0.3, force=True)
-            assert time.monotonic() - started >= 0.3
-            assert path.read_bytes() == data
-            holder.stdin.write("close\n")
-            holder.stdin.flush()
-            assert holder.wait(timeout=30) == 0
-        finally:
-            if holder.poll() is None:
-                holder.kill()
+    with _holding(path) as holder:
+        started = time.monotonic()
+        with pytest.raises(NotQuiet, match=rf"open for writing by pid {holder.pid} \(.* 0.3 s"):
+            compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0.3, force=True)
+        assert time.monotonic() - started >= 0.3
+        assert path.read_bytes() == data
+        _release(holder)
     assert compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0, force=True).rewritten
 
 
