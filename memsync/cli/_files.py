@@ -9,17 +9,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from memsync.cli._common import (
     EXIT_FOUND,
     EXIT_OK,
     existing,
     report_bad,
 )
+from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
-from memsync.core.view import select
+from memsync.core.view import selector
 from memsync.errors import UsageError
+from memsync.local.located import located_view
 from memsync.local.memory import Memory
-from memsync.local.reading import check_files, no_gc, prompt_of, view_of
+from memsync.local.reading import check_files, no_gc, prompt_of
 
 # What the agents' everyday commands (add, forget, show, prompt, check) do not need is
 # imported inside the commands that do: the merge's SQLite index, the config (pydantic),
@@ -69,26 +73,39 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    view = view_of(existing(args.files), args.now)
-    records = select(view.records, scope=args.scope, kinds=args.kind)
-    out = sys.stdout.buffer
-    if args.json:
-        # The record objects exactly as written in their lines (rule 5), as one JSON array.
-        out.write(b"[")
-        for i, rec in enumerate(records):  # streamed: no second copy of every line
-            out.write(b",\n" + rec.raw.rstrip(b"\r") if i else rec.raw.rstrip(b"\r"))
-        out.write(b"]\n")
-    else:
-        for rec in records:
-            obj = rec.fields()
-            scope = obj.get("scope", "global")
-            who = " user" if rec.user else ""
-            text, scope = _visible(str(obj["text"])), _visible(str(scope))
-            line = f"{rec.id}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
-            out.write(line.encode("utf-8", "replace") + b"\n")
-    out.flush()
-    report_bad(view.bad, view.headerless)
+    # Two passes (issue 14): the view holds where each live line is, not the line.
+    with located_view(existing(args.files), args.now) as view:
+        keep = selector(scope=args.scope, kinds=args.kind)
+        out = sys.stdout.buffer
+        first = True
+        if args.json:
+            out.write(b"[")
+        for rec, raw in zip(view.records, view.lines(), strict=True):
+            if keep is not None or not args.json:
+                obj: dict[str, Any] = msgspec.json.decode(raw)
+                if keep is not None and not keep(obj):
+                    continue
+                if not args.json:
+                    out.write(_show_line(rec, obj))
+                    continue
+            # The record objects exactly as written in their lines (rule 5), as one JSON
+            # array, streamed: no copy of every line.
+            out.write(raw.rstrip(b"\r") if first else b",\n" + raw.rstrip(b"\r"))
+            first = False
+        if args.json:
+            out.write(b"]\n")
+        out.flush()
+    report_bad(view.scan.bad, view.scan.headerless)
     return EXIT_OK
+
+
+def _show_line(rec: Record, obj: dict[str, Any]) -> bytes:
+    """`show`'s line for one record: id, created_at, kind, scope, "user", and text."""
+    scope = obj.get("scope", "global")
+    who = " user" if rec.user else ""
+    text, scope = _visible(str(obj["text"])), _visible(str(scope))
+    line = f"{rec.id}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
+    return line.encode("utf-8", "replace") + b"\n"
 
 
 # Control characters (C0 and C1, DEL) and Unicode line separators: a record's text must not
@@ -110,9 +127,10 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 
 
 def _prompt(args: argparse.Namespace) -> int:
-    view = view_of(existing(args.files), args.now)
-    sys.stdout.write(prompt_of(view.records, args.scope, args.max_chars))
-    report_bad(view.bad, view.headerless)
+    with located_view(existing(args.files), args.now) as view:
+        text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
+    sys.stdout.write(text)
+    report_bad(view.scan.bad, view.scan.headerless)
     return EXIT_OK
 
 

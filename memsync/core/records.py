@@ -13,7 +13,7 @@ import msgspec
 
 from memsync.core.timestamps import canonical_ts, parse_ts
 
-__all__ = ["KINDS", "Record", "canonical", "canonical_object"]
+__all__ = ["KINDS", "Located", "Record", "canonical", "canonical_line", "canonical_object"]
 
 KINDS = ("preference", "lesson", "fact", "source", "avoid")
 """The entry kinds of rule 3, in the fixed order `to_prompt` groups them."""
@@ -55,6 +55,17 @@ class Record(msgspec.Struct, frozen=True, gc=False):
         return obj
 
 
+class Located(Record, frozen=True, gc=False):
+    """A record whose line is not held: `raw` is empty and `at` says where the line is.
+
+    The view of a large memory (issue 14) keeps one of these per id instead of the line's
+    bytes, and reads the live lines again once the view is known. `at` is the reader's
+    (`memsync.local.reading` packs the file, the offset and the length).
+    """
+
+    at: int
+
+
 def canonical_object(obj: dict[str, Any]) -> bytes:
     """Canonical JSON of a record object (rule 7): sorted keys, timestamps normalized to one
     fixed-width UTC form, `confidence` as a float. Equal content gives equal bytes."""
@@ -72,3 +83,9 @@ def canonical_object(obj: dict[str, Any]) -> bytes:
 def canonical(record: Record) -> bytes:
     """Canonical JSON of a record (rule 7); computed on demand, only to settle equal keys."""
     return canonical_object(record.fields())
+
+
+def canonical_line(raw: bytes) -> bytes:
+    """Canonical JSON of a record's line (rule 7)."""
+    obj: dict[str, Any] = msgspec.json.decode(raw)
+    return canonical_object(obj)

@@ -34,6 +34,7 @@ __all__ = [
     "ScanResult",
     "SecretFinding",
     "check_files",
+    "is_header",
     "no_gc",
     "prompt_of",
     "scan",
@@ -83,7 +84,7 @@ def scan(
             name = names[i] if names else str(path)
             recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
             for chunk in read_chunks(path):
-                if chunk.first_line == 1 and chunk.lines and not _is_header(chunk.lines[0]):
+                if chunk.first_line == 1 and chunk.lines and not is_header(chunk.lines[0]):
                     result.headerless.append(name)
                 if visit is None:
                     bad, headers = result.index.fold_lines(
@@ -96,7 +97,8 @@ def scan(
     return result
 
 
-def _is_header(raw: bytes) -> bool:
+def is_header(raw: bytes) -> bool:
+    """Whether a line is a header (rule 2), supported or not."""
     try:
         return type(classify(raw)) is Header
     except UnsupportedFormat:
@@ -229,13 +231,20 @@ class _PromptFields(msgspec.Struct, gc=False):
 _decode_prompt_fields = msgspec.json.Decoder(_PromptFields).decode
 
 
-def prompt_of(records: Iterable[Record], scope: str | None, max_chars: int | None) -> str:
-    """`render_prompt` over live records."""
+def prompt_of(
+    records: Iterable[Record],
+    scope: str | None,
+    max_chars: int | None,
+    lines: Iterable[bytes] | None = None,
+) -> str:
+    """`render_prompt` over live records; `lines` are their lines, in order, when the
+    records do not hold them (`Located`)."""
     entries = []
-    for rec in records:
+    raws = (rec.raw for rec in records) if lines is None else lines
+    for rec, raw in zip(records, raws, strict=True):
         if rec.deleted:
             continue
-        f = _decode_prompt_fields(rec.raw)
+        f = _decode_prompt_fields(raw)
         entries.append(PromptEntry(rec.id, f.kind, f.text, f.scope, rec.user, f.confidence, rec.ts))
     return render_prompt(entries, scope, max_chars)
 

@@ -23,8 +23,10 @@ __all__ = [
     "Chunk",
     "append_bytes",
     "atomic_replace",
+    "errors_named",
     "fsync_dir",
     "is_regular",
+    "open_for_reading",
     "private_dirs",
     "read_chunks",
     "read_chunks_fd",
@@ -78,20 +80,39 @@ def read_chunks(
     Raises:
         OSError: naming `path` (a folder is `IsADirectoryError`), never a bare errno.
     """
+    fd = open_for_reading(path)
+    try:
+        with errors_named(path):
+            yield from read_chunks_fd(
+                fd, start, first_line, chunk_bytes=chunk_bytes, keep_long=keep_long
+            )
+    finally:
+        os.close(fd)
+
+
+def open_for_reading(path: Path) -> int:
+    """A read-only descriptor of the file `path`. Raises OSError naming `path`; a folder is
+    `IsADirectoryError` (open() takes one, read() would not)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):  # open() takes a folder; read() would not
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        yield from read_chunks_fd(
-            fd, start, first_line, chunk_bytes=chunk_bytes, keep_long=keep_long
-        )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def errors_named(path: Path) -> Iterator[None]:
+    """Re-raise an OSError that names no file (pread's: EIO, say) as one naming `path`:
+    "[Errno 5] ..." alone would not say which file."""
+    try:
+        yield
     except OSError as exc:
         if exc.filename is not None or exc.errno is None:  # named already, or memsync's own
             raise
-        # pread's errors (EIO, a folder) name no file: "[Errno 5] ..." would be all one saw.
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
-    finally:
-        os.close(fd)
 
 
 def read_chunks_fd(

@@ -1,0 +1,178 @@
+"""The view of memory files in two passes, holding no line (issue 14; SEMANTICS rules 1-12).
+
+The first pass folds every record into an `Index` as a `Located` record: the fields the
+view needs and where its line is, not the line itself. The second reads the live lines
+again, in view order, from the same open files: a compaction that replaces a file between
+the passes does not move them (the old inode stays readable), and appends only add lines
+past the end. The view of a million records then takes a third of the memory of one
+built from whole records, which must hold every current line.
+
+Runs of lines that sit next to each other in a file are read back with one `pread`: in a
+log appended in time order, most of the view is a few long runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from types import TracebackType
+from typing import Self, cast
+
+from memsync.core.lines import BadLine, Header, Invalid, classify
+from memsync.core.records import Located, Record
+from memsync.core.view import build_view
+from memsync.local.drain import recover_after_crash
+from memsync.local.fresh import now_us
+from memsync.local.reading import ScanResult, is_header, no_gc
+from memsync.local.storage import Chunk, errors_named, open_for_reading, read_chunks_fd
+
+__all__ = ["LocatedView", "located_view"]
+
+_CHUNK_BYTES = 1024 * 1024
+"""The first pass reads 1 MiB at a time: the chunk's lines are alive only while folded."""
+_RUN_BYTES = 1024 * 1024
+"""The second pass reads at most this much with one `pread` (a run of adjacent lines)."""
+
+# `Located.at` packs (file number, offset, length): a record line is at most 64 KiB and
+# its "\r" (rule 4), so 17 bits hold its length; 40 bits hold offsets up to 1 TiB.
+_LENGTH_BITS = 17
+_OFFSET_BITS = 40
+_LENGTH_MASK = (1 << _LENGTH_BITS) - 1
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+_AT = attrgetter("at")
+
+
+@dataclass
+class LocatedView:
+    """The view of memory files (rules 8 to 12) whose lines are read again on demand.
+
+    A context manager: it holds the files open from the first pass to the last line read.
+
+    Attributes:
+        records: the live current versions ordered by (`created_at`, `id`), as `Located`
+            records (their `raw` is empty: `lines()` gives the lines).
+        scan: what the first pass found: bad lines, headers, files without a header.
+    """
+
+    records: list[Located]
+    scan: ScanResult
+    paths: list[Path]
+    _fds: list[int] = field(repr=False)
+
+    def lines(self) -> Iterator[bytes]:
+        """The line of each of `records`, in order, as written (without its "\\n").
+
+        Raises OSError naming the file when a line is no longer where it was read: a file
+        rewritten in place, which memsync never does (rule 13).
+        """
+        # `at >> _LENGTH_BITS` is (file number, offset) as one integer: the next line of the
+        # same file is at this line's plus its length and "\n".
+        start = expect = -1
+        count = 0
+        for at in map(_AT, self.records):
+            where = at >> _LENGTH_BITS
+            if where == expect and where - start < _RUN_BYTES:
+                expect = where + (at & _LENGTH_MASK) + 1
+                count += 1
+                continue
+            if count:
+                yield from self._run(start, expect, count)
+            start, expect, count = where, where + (at & _LENGTH_MASK) + 1, 1
+        if count:
+            yield from self._run(start, expect, count)
+
+    def _run(self, start: int, end: int, count: int) -> list[bytes]:
+        """The `count` adjacent lines of one file from `start` to `end`, both given as
+        `(file number << _OFFSET_BITS) | offset`."""
+        file_no, offset = start >> _OFFSET_BITS, start & _OFFSET_MASK
+        path = self.paths[file_no]
+        with errors_named(path):
+            data = os.pread(self._fds[file_no], end - start, offset)
+        lines = data[:-1].split(b"\n")
+        if len(data) != end - start or data[-1:] != b"\n" or len(lines) != count:
+            raise OSError(f"{path}: changed while it was read (a file rewritten in place)")
+        return lines
+
+    def line(self, rec: Record) -> bytes:
+        """One record's line: read again for a `Located` record (to settle a tie)."""
+        if rec.raw or not isinstance(rec, Located):
+            return rec.raw
+        file_no, offset, length = _unpack(rec.at)
+        with errors_named(self.paths[file_no]):
+            return os.pread(self._fds[file_no], length, offset)
+
+    def close(self) -> None:
+        """Close the files (idempotent)."""
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def located_view(paths: Sequence[Path], now: int | None = None) -> LocatedView:
+    """The view of several memory files together at `now` (default: the local clock),
+    read in two passes (see the module's docstring).
+
+    Raises OSError naming a file that cannot be read, and UnsupportedFormat (rule 2).
+    """
+    view = LocatedView([], ScanResult(), list(paths), [])
+    view.scan.index.line = view.line  # a tie between two versions reads both lines
+    try:
+        with no_gc():  # a million records hold no cycles
+            for file_no, path in enumerate(view.paths):
+                recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
+                fd = open_for_reading(path)
+                view._fds.append(fd)
+                with errors_named(path):
+                    for chunk in read_chunks_fd(fd, chunk_bytes=_CHUNK_BYTES):
+                        _fold(view.scan, chunk, str(path), file_no)
+            live = build_view(view.scan.index, now_us() if now is None else now).live
+    except BaseException:
+        view.close()
+        raise
+    view.records = cast(list[Located], live)
+    return view
+
+
+def _fold(result: ScanResult, chunk: Chunk, name: str, file_no: int) -> None:
+    """Classify a chunk's lines; fold its records in as `Located` records."""
+    lines = chunk.lines
+    if chunk.first_line == 1 and lines and not is_header(lines[0]):
+        result.headerless.append(name)
+    add, bad = result.index.add, result.bad
+    # Where each line starts. Only a chunk's first line can have been cut short (a line
+    # over rule 4's limit, `LineSplitter`): the second is counted back from the end.
+    where = chunk.start
+    second = chunk.end - sum(map(len, lines)) + len(lines[0]) - len(lines) + 1
+    for i, raw in enumerate(lines):
+        at = where
+        where = at + len(raw) + 1 if i else second
+        n = chunk.first_line + i
+        parsed = classify(raw, source=name, line_no=n)
+        if type(parsed) is Record:
+            p = parsed
+            packed = ((file_no << _OFFSET_BITS | at) << _LENGTH_BITS) | len(raw)
+            add(Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed))
+        elif type(parsed) is Invalid:
+            bad.append(BadLine(name, n, parsed.reason))
+        elif type(parsed) is Header:
+            result.headers.append(parsed)
+
+
+def _unpack(at: int) -> tuple[int, int, int]:
+    """(file number, offset, length) of a `Located.at`."""
+    rest = at >> _LENGTH_BITS
+    return rest >> _OFFSET_BITS, rest & _OFFSET_MASK, at & _LENGTH_MASK

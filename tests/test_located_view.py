@@ -1,0 +1,119 @@
+"""The two-pass view (`memsync.local.located`, issue 14): the same view as one built from
+whole records, without holding the lines.
+
+Pinned here: the lines read back are the view's lines, byte for byte and in order, on
+files with every shape that moves offsets (CRLF lines, blank and bad lines, a line over
+rule 4's limit in the middle of a read chunk, a torn last line, several files); ties of
+rule 9 are settled on the lines read again; and a file replaced between the two passes
+(a compaction) is still read as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+import memsync.local.located
+from memsync.core.lines import MAX_LINE_BYTES
+from memsync.core.timestamps import SECOND, format_ts
+from memsync.local.fresh import header_line
+from memsync.local.located import located_view
+from memsync.local.reading import view_of
+
+T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
+NOW = T0 + 400 * 86_400 * SECOND
+
+
+def _lines(rng: random.Random, count: int) -> list[bytes]:
+    """Versions, tombstones, supersessions, twins, CRLF, blank, bad and long lines."""
+    out = []
+    for n in range(count):
+        rid = f"id{rng.randrange(count // 3 + 1)}"
+        ts = format_ts(T0 + rng.randrange(1000) * SECOND)
+        roll = rng.random()
+        if roll < 0.1:
+            obj: dict[str, object] = {"id": rid, "deleted": True, "created_at": ts}
+        else:
+            obj = {"id": rid, "kind": "fact", "text": f"{rid} v{n}", "created_at": ts}
+            if roll < 0.3:
+                obj["source"] = "user"
+            if roll > 0.95:
+                obj["supersedes"] = f"id{rng.randrange(count // 3 + 1)}"
+        line = json.dumps(obj).encode()
+        if roll < 0.05:
+            line += b"\r"
+        out.append(line)
+        if roll > 0.97:
+            out.append(b"{not json")
+        elif roll > 0.96:
+            out.append(b"")
+        elif roll > 0.955:
+            big = {"id": rid, "kind": "fact", "text": "x" * (MAX_LINE_BYTES + 10)}
+            out.append(json.dumps({**big, "created_at": ts}).encode())
+    return out
+
+
+def _write(path: Path, lines: list[bytes], *, torn: bytes = b"") -> None:
+    path.write_bytes(header_line(T0) + b"".join(line + b"\n" for line in lines) + torn)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_lines_read_back_are_the_views_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    rng = random.Random(seed)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, _lines(rng, 2000))
+    _write(b, _lines(rng, 1000), torn=b'{"id": "torn", "kind"')
+    # Small reads, so that long lines fall across chunks and cut a chunk's first line;
+    # small runs, so that the second pass reads many of them.
+    monkeypatch.setattr(memsync.local.located, "_CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(memsync.local.located, "_RUN_BYTES", 4096)
+    whole = view_of([a, b], NOW)
+    with located_view([a, b], NOW) as view:
+        assert [r.raw for r in view.records] == [b""] * len(whole.records)
+        assert list(view.lines()) == [r.raw for r in whole.records]
+        assert [(r.id, r.ts) for r in view.records] == [(r.id, r.ts) for r in whole.records]
+    assert view.scan.bad == whole.bad
+    assert [str(b) for b in whole.bad if "longer than" in b.reason]  # the shape was there
+    assert len(view.scan.index.twins) == len(whole.twins)
+
+
+def test_a_tie_goes_to_the_greater_canonical_line_read_again(tmp_path: Path) -> None:
+    ts = format_ts(T0)
+    small = json.dumps({"id": "x", "kind": "fact", "text": "a", "created_at": ts}).encode()
+    great = json.dumps({"id": "x", "kind": "fact", "text": "b", "created_at": ts}).encode()
+    for order in ([small, great], [great, small]):
+        path = tmp_path / "m.jsonl"
+        _write(path, order)
+        with located_view([path], NOW) as view:
+            assert list(view.lines()) == [great]  # rule 9: the greater canonical JSON
+            assert len(view.scan.index.twins) == 1  # rule 7: twins, reported
+
+
+def test_a_file_replaced_between_the_passes_is_read_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    _write(path, _lines(random.Random(7), 500))
+    expected = [r.raw for r in view_of([path], NOW).records]
+    with located_view([path], NOW) as view:
+        # A compaction's atomic replace: another inode under the same name.
+        replacement = tmp_path / "new.jsonl"
+        _write(replacement, [])
+        os.replace(replacement, path)
+        assert list(view.lines()) == expected
+
+
+def test_a_file_rewritten_in_place_between_the_passes_is_an_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.jsonl"
+    _write(path, _lines(random.Random(8), 200))
+    with located_view([path], NOW) as view:
+        with path.open("r+b") as f:  # not memsync's way (rule 13): truncated in place
+            f.truncate(200)
+        with pytest.raises(OSError, match=r"m\.jsonl: changed while it was read"):
+            list(view.lines())
