@@ -487,3 +487,41 @@ def test_rule_4_structure_agrees_with_an_independent_reader(extra: Any) -> None:
     except ValueError:
         valid = False
     assert isinstance(classify(raw), Record) == valid, raw
+
+
+_KNOWN_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "deleted": st.booleans(),
+    "kind": st.sampled_from([*KINDS, None]),
+    "text": st.text(alphabet="ab :{}[],", max_size=8) | st.none(),
+    "scope": st.sampled_from(["global", "repo:x", "a:b"]),
+    "tags": st.lists(st.sampled_from(["t", "u:v", "{"]), max_size=3),
+    "source": st.sampled_from(["user", "session:1", None]),
+    "confidence": st.sampled_from([0, 0.5, 1]),
+    "expires_at": st.sampled_from([None, TS, "2030-01-01T00:00:00.000Z"]),
+    "supersedes": st.sampled_from(["b2", None]),
+}
+
+
+@given(
+    st.lists(st.sampled_from(sorted(_KNOWN_VALUES)), unique=True).flatmap(
+        lambda keys: st.tuples(
+            st.fixed_dictionaries({k: _KNOWN_VALUES[k] for k in keys}),
+            st.sampled_from([None, "id", "created_at", *keys]),
+            st.data(),
+        )
+    )
+)
+def test_known_fields_written_twice_make_a_bad_line(case: tuple[Any, Any, Any]) -> None:
+    """Property: a line of known fields only, with any of them written twice (the fast
+    path of rule 4's check, `_Fields.strings`), is a record exactly when Python's json
+    module, rejecting duplicate keys, reads an entry or tombstone from it."""
+    fields, twice, data = case
+    pairs = [("id", "a1"), ("created_at", TS), *fields.items()]
+    if twice is not None:
+        again = data.draw(_KNOWN_VALUES.get(twice, st.just(dict(pairs)[twice])))
+        pairs.insert(data.draw(st.integers(0, len(pairs))), (twice, again))
+    raw = ("{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in pairs) + "}").encode()
+    obj = dict(pairs)
+    entry = obj.get("kind") is not None and obj.get("text") is not None
+    valid = twice is None and (obj.get("deleted") is True or entry)
+    assert isinstance(classify(raw), Record) == valid, raw
