@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import Run, machine, median, memory, timed
+from common import Run, machine, median, memory, records, timed
 
 FLOOR = Path(__file__).resolve().with_name("floor.py")
 CASES = (
@@ -135,9 +135,14 @@ def main() -> None:
     ap.add_argument("--cases", default=DEFAULT_CASES, help="case:size,... (%(default)s)")
     args = ap.parse_args()
     specs = [spec.rsplit(":", 1) for spec in args.cases.split(",")]
-    for case, _ in specs:  # fail on a misspelt case now, not an hour into the run
+    for spec in specs:  # fail on a misspelt case now, not an hour into the run
+        try:
+            case, size = spec
+            records(size)
+        except ValueError:
+            raise SystemExit(f"--cases: {':'.join(spec)!r} is not case:size") from None
         if case not in CASES and case not in BASELINES:
-            raise SystemExit(f"unknown case {case!r}")
+            raise SystemExit(f"--cases: unknown case {case!r}")
     scratch = Path(tempfile.mkdtemp(prefix="memsync-bench-"))
     if args.base:
         print(f"{machine()}; medians of {args.runs} runs, the two trees interleaved\n")
