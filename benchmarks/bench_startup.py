@@ -1,23 +1,43 @@
 """Issue 14's start-up table: what agents run every session, against the floor.
 
-    python -m compileall -q memsync && python benchmarks/bench_startup.py [--runs 7]
+    python -m compileall -q /work/main/memsync && cd /tmp && \
+        python /work/main/benchmarks/bench_startup.py [--runs 5] [--sizes 1k,10k,100k,1M]
 
-Wall time and peak RSS (medians) of `memsync add` and `memsync prompt --scope X
---max-chars 2000` on memories of 1k, 10k and 100k records, beside `python -c pass`,
-`import memsync.cli`, and a naive 20-line script doing the same with json (no lock, no
-validation, no view rules). Run it after `python -m compileall` (the machine sets
-PYTHONDONTWRITEBYTECODE=1, so nothing else writes the bytecode) and say so.
+Wall time and peak RSS (medians of `--runs`) of the agents' commands on memories of
+`--sizes` records (default 1k, 10k, 100k and 1M), each beside a naive script doing the
+same job with json (no lock, no validation, no view rules), plus `python -c pass` and
+`python -c "import memsync.cli"`:
+
+- `memsync add` / naive add: append one entry.
+- `memsync forget ID` / naive forget: append a tombstone for an id the file holds (the
+  first line's), after finding it in the file.
+- `memsync show --json` / naive show: the live records as a JSON array.
+- `memsync prompt --scope github.com --max-chars 2000` / naive prompt (the issue's
+  "20-line json.loads reader").
+- `memsync recall FILE retry` / naive recall: the 10 live entries that best match a word;
+  memsync's full-text index is built by an untimed first call (in the run's own
+  `XDG_STATE_HOME`), so the runs time a warm index.
+
+add and forget (and their naive scripts) run on a fresh copy of the input each run, so
+every run appends to the same file. Every memsync command runs as `python -P -m memsync`
+(the current folder does not shadow the installed memsync). Run it after `python -m
+compileall` (the machine sets PYTHONDONTWRITEBYTECODE=1, so nothing else writes the
+bytecode) and say so.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import generated, machine, median, timed
+from common import machine, median, memory, records, sizes, timed
+
+QUERY = "retry"
 
 NAIVE_ADD = """
 import json, os, sys, time, uuid
@@ -27,6 +47,38 @@ rec = {"id": uuid.uuid4().hex[:12], "kind": "fact", "text": sys.argv[2],
 with open(path, "a") as f:
     f.write(json.dumps(rec) + "\\n")
 print(rec["id"])
+"""
+
+NAIVE_FORGET = """
+import json, sys, time
+path, rid = sys.argv[1], sys.argv[2]
+needle = json.dumps(rid).encode()
+found = False
+for line in open(path, "rb"):
+    if needle in line:
+        try:
+            found = found or json.loads(line).get("id") == rid
+        except ValueError:
+            continue
+if not found:
+    sys.exit(f"{rid}: no such id")
+rec = {"id": rid, "deleted": True,
+       "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+with open(path, "a") as f:
+    f.write(json.dumps(rec) + "\\n")
+"""
+
+NAIVE_SHOW = """
+import json, sys
+live = {}
+for line in open(sys.argv[1], "rb"):
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        continue
+    if "id" in obj:
+        live[obj["id"]] = obj
+print(json.dumps([obj for obj in live.values() if not obj.get("deleted")]))
 """
 
 NAIVE_PROMPT = """
@@ -51,41 +103,89 @@ for obj in live.values():
 print("\\n".join(out))
 """
 
+NAIVE_RECALL = """
+import json, sys
+live = {}
+for line in open(sys.argv[1], "rb"):
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        continue
+    if "id" in obj:
+        live[obj["id"]] = obj
+words = sys.argv[2].lower().split()
+hits = []
+for obj in live.values():
+    if obj.get("deleted"):
+        continue
+    text = str(obj.get("text", "")).lower().split()
+    score = sum(text.count(w) for w in words)
+    if score:
+        hits.append((-score, obj["id"], obj["text"]))
+for _, rid, text in sorted(hits)[:10]:
+    print(rid, text)
+"""
+
+
+def first_id(path: Path) -> str:
+    """The id of the first record line of `path` (genmem's first line is a header)."""
+    with path.open("rb") as f:
+        for line in f:
+            obj = json.loads(line)
+            if "id" in obj and not obj.get("deleted"):
+                return str(obj["id"])
+    raise ValueError(f"{path}: no record")
+
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=7)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sizes", type=sizes, default="1k,10k,100k,1M", help="%(default)s")
     args = ap.parse_args()
     py = sys.executable
-    memsync = [py, "-m", "memsync"]
-    rows: list[tuple[str, str, float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="memsync-startup-") as tmp:
+        state = Path(tmp) / "state"
+        memsync = ["env", f"XDG_STATE_HOME={state}", py, "-P", "-m", "memsync"]
+        print(f"{machine()}; medians of {args.runs} runs; bytecode compiled first.\n")
+        print("| command | records | wall (s) | peak RSS (MB) |")
+        print("|---|---:|---:|---:|")
 
-    def row(label: str, size: str, cmd: list[str]) -> None:
-        m = median([timed(cmd) for _ in range(args.runs)])
-        rows.append((label, size, m.seconds, m.rss_mb))
+        def row(label: str, size: str, cmd: list[str], fresh: tuple[Path, Path] | None) -> None:
+            runs = []
+            for _ in range(args.runs):
+                if fresh is not None:  # a mutating command: the same input every run
+                    shutil.copyfile(*fresh)
+                runs.append(timed(cmd))
+            m = median(runs)
+            print(f"| {label} | {size} | {m.seconds:.3f} | {m.rss_mb:.0f} |", flush=True)
 
-    row("`python -c pass`", "-", [py, "-c", "pass"])
-    row("`python -c 'import memsync.cli'`", "-", [py, "-c", "import memsync.cli"])
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in (1_000, 10_000, 100_000):
-            src = generated(f"m{n // 1000}k.jsonl", "--entries", str(n))
-            path = Path(tmp) / f"m{n}.jsonl"
-            shutil.copy(src, path)
-            size = f"{n:,}"
-            row(
-                "`memsync add`", size, [*memsync, "add", str(path), "--kind", "fact", "--text", "x"]
-            )
-            row("naive add (json, no lock)", size, [py, "-c", NAIVE_ADD, str(path), "x"])
-            prompt = [*memsync, "prompt", str(path), "--scope", "github.com", "--max-chars", "2000"]
-            row("`memsync prompt --max-chars 2000`", size, prompt)
-            row(
-                "naive prompt (json.loads)", size, [py, "-c", NAIVE_PROMPT, str(path), "github.com"]
-            )
-    print(f"{machine()}; medians of {args.runs} runs; bytecode compiled first.\n")
-    print("| command | records | wall (s) | peak RSS (MB) |")
-    print("|---|---:|---:|---:|")
-    for label, size, secs, rss in rows:
-        print(f"| {label} | {size} | {secs:.3f} | {rss:.0f} |")
+        row("`python -c pass`", "-", [py, "-c", "pass"], None)
+        row("`python -c 'import memsync.cli'`", "-", [py, "-P", "-c", "import memsync.cli"], None)
+        for label in args.sizes:
+            src = memory(label)
+            path = Path(tmp) / f"m{label.lower()}.jsonl"
+            fresh = (src, path)
+            size = f"{records(label):,}"
+            rid = first_id(src)
+            add = [*memsync, "add", str(path), "--kind", "fact", "--text", "x"]
+            row("`memsync add`", size, add, fresh)
+            row("naive add (json, no lock)", size, [py, "-c", NAIVE_ADD, str(path), "x"], fresh)
+            row("`memsync forget ID`", size, [*memsync, "forget", str(path), rid], fresh)
+            naive_forget = [py, "-c", NAIVE_FORGET, str(path), rid]
+            row("naive forget (json, no lock)", size, naive_forget, fresh)
+            # The read-only commands read the input itself.
+            row("`memsync show --json`", size, [*memsync, "show", "--json", str(src)], None)
+            row("naive show --json (json.loads)", size, [py, "-c", NAIVE_SHOW, str(src)], None)
+            prompt = [*memsync, "prompt", str(src), "--scope", "github.com", "--max-chars", "2000"]
+            row("`memsync prompt --max-chars 2000`", size, prompt, None)
+            naive_prompt = [py, "-c", NAIVE_PROMPT, str(src), "github.com"]
+            row("naive prompt (json.loads)", size, naive_prompt, None)
+            recall = [*memsync, "recall", str(src), QUERY]
+            subprocess.run(recall, stdout=subprocess.DEVNULL, check=True)  # builds the index
+            row(f"`memsync recall {QUERY}` (index warm)", size, recall, None)
+            naive_recall = [py, "-c", NAIVE_RECALL, str(src), QUERY]
+            row("naive recall (json.loads)", size, naive_recall, None)
+            path.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,26 @@ def generated(name: str, *args: str) -> Path:
     return out
 
 
+def records(label: str) -> int:
+    """The record count of a size label: `1k` is 1,000, `1M` is 1,000,000 (`k`, `M` or none)."""
+    scale = {"k": 1_000, "K": 1_000, "m": 1_000_000, "M": 1_000_000}.get(label[-1:], 1)
+    return int(label[:-1] if scale != 1 else label) * scale
+
+
+def memory(label: str) -> Path:
+    """genmem.py's memory of `label` records (`1k`, `100k`, `1M`...), cached as
+    benchmarks/data/m<label>.jsonl (`m1k.jsonl`, `m100k.jsonl`, `m1m.jsonl`)."""
+    return generated(f"m{label.lower()}.jsonl", "--entries", str(records(label)))
+
+
+def sizes(text: str) -> list[str]:
+    """A `--sizes` option's comma-separated labels, checked (`1k,10k,100k,1M`)."""
+    labels = [s.strip() for s in text.split(",") if s.strip()]
+    for label in labels:
+        records(label)  # a ValueError for anything else
+    return labels
+
+
 @dataclass
 class Run:
     seconds: float
