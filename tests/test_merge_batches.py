@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import memsync.local.merge
+import memsync.local.merge_parts
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND, format_ts
+from memsync.local.compaction import compact_file
 from memsync.local.fresh import header_line
 from memsync.local.merge import merge_indexed
 from memsync.local.reading import view_of
+from memsync.local.storage import Chunk
 
 BASE = 1_790_000_000 * SECOND
 
@@ -70,3 +74,86 @@ def test_a_merge_in_batches_gives_the_view_of_one_merge(
     assert again.appended == 0
     memsync.local.merge.merge_files(batched, [src], now=BASE)
     assert batched.stat().st_size == size
+
+
+def _source(tmp_path: Path, seed: int) -> Path:
+    lines = _lines(random.Random(seed), 600)
+    src = tmp_path / "src.jsonl"
+    src.write_bytes(header_line(BASE) + b"".join(line + b"\n" for line in lines + lines))
+    return src
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("held", [False, True], ids=["into-empty", "into-held"])
+def test_a_merge_in_partitions_by_id_gives_the_view_of_one_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, held: bool
+) -> None:
+    src = _source(tmp_path, seed)
+    whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
+    if held:  # the destinations already hold some of the ids, older and newer
+        start = header_line(BASE) + b"".join(
+            line + b"\n" for line in _lines(random.Random(seed + 100), 200)
+        )
+        whole.write_bytes(start)
+        parted.write_bytes(start)
+    one = memsync.local.merge.merge_files(whole, [src], now=BASE)
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)  # about 20 parts
+    result = memsync.local.merge.merge_files(parted, [src], now=BASE)
+    assert _view_key(parted) == _view_key(whole)
+    # Nothing appended twice but rule 14's repeats, nothing but the sources' lines. (How
+    # many lines travel may differ from one plan by a superseder or two: of several
+    # superseders of one target, the first partition's travels, rule 14.)
+    written = parted.read_bytes().splitlines()[1:]
+    assert len(written) - result.repeated == len(set(written))
+    assert set(written) - set(whole.read_bytes().splitlines()) <= set(src.read_bytes().splitlines())
+    assert result.duplicates == one.duplicates
+    # Merging again appends nothing; the partitions' temporary files are gone.
+    size = parted.stat().st_size
+    assert memsync.local.merge.merge_files(parted, [src], now=BASE).appended == 0
+    assert parted.stat().st_size == size
+    assert not [p.name for p in tmp_path.iterdir() if "spill" in p.name]
+
+
+def test_a_merge_in_partitions_does_not_read_what_it_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into an empty file, each partition's plan reads none of what the partitions before
+    it appended (in arrival order, each batch read the whole growing file again)."""
+    src = _source(tmp_path, 6)
+    dest = tmp_path / "dest.jsonl"
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    read = []
+    real = memsync.local.merge._chunks_outside
+
+    def counted(path: Path, skip: list[tuple[int, int]]) -> Iterator[Chunk]:
+        for chunk in real(path, skip):
+            read.append(chunk.end - chunk.start)
+            yield chunk
+
+    monkeypatch.setattr(memsync.local.merge, "_chunks_outside", counted)
+    memsync.local.merge.merge_files(dest, [src], now=BASE)
+    parts = -(-src.stat().st_size // 4096)
+    header = len(dest.read_bytes().split(b"\n", 1)[0]) + 1
+    assert read  # the partitions' plans read the file...
+    assert sum(read) <= 2 * parts * header  # ...its header only (the targets' ask too)
+
+
+def test_a_merge_in_partitions_survives_a_compaction_between_partitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction replaces the file between two partitions: the ranges the merge
+    appended are gone with the old inode, and the next partitions read all of it."""
+    src = _source(tmp_path, 5)
+    whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
+    memsync.local.merge.merge_files(whole, [src], now=BASE)
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    compacted = []
+
+    def compact_now(what: str, done: int, *_: int) -> None:
+        if what == "merge" and done in (3, 9) and parted.exists():
+            compacted.append(compact_file(parted, now=BASE, quiet_seconds=0, grace_seconds=0))
+
+    memsync.local.merge.merge_files(parted, [src], now=BASE, progress=compact_now)
+    assert len(compacted) == 2
+    assert _view_key(parted) == _view_key(whole)
+    assert memsync.local.merge.merge_files(parted, [src], now=BASE).appended == 0

@@ -35,13 +35,21 @@ from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, build_view
 from memsync.errors import FileReplaced
-from memsync.local import handoff_parts
+from memsync.local import handoff_parts, merge_parts
 from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.progress import Progress
 from memsync.local.reading import no_gc, scan
-from memsync.local.storage import append_bytes, private_dirs, read_chunks
+from memsync.local.storage import (
+    Chunk,
+    append_bytes,
+    errors_named,
+    open_for_reading,
+    private_dirs,
+    read_chunks,
+    read_chunks_fd,
+)
 
 __all__ = [
     "MergeResult",
@@ -96,13 +104,17 @@ def _drive(
         return plan
 
 
-def _file_reader(path: Path) -> Callable[[Relevant], Index]:
+def _file_reader(path: Path, own: _OwnAppends | None = None) -> Callable[[Relevant], Index]:
     """Answers `merge_steps`' asks by streaming `path`: the second pass of a file merge
     indexes the records that bear on what is new; a third, rare one adds the supersession
     targets to that index, from the lines that may supersede (`superseding_lines`), kept
-    from the second pass when they are few (else read again)."""
+    from the second pass when they are few (else read again). With `own`, the ranges this
+    merge's earlier partitions appended are not read: their superseding lines are `own`'s.
+    """
     index = Index()
     kept: list[list[bytes] | None] = [None]
+    skip = own.ranges_in(path) if own is not None else []
+    extra = own.superseding if own is not None and skip else []
 
     def read(need: Relevant) -> Index:
         if not need.incoming.candidates or not path.exists():
@@ -110,9 +122,15 @@ def _file_reader(path: Path) -> Callable[[Relevant], Index]:
         if need.targets:
             sup_lines = kept[0]
             if sup_lines is None:
-                chunks = (superseding_lines(c.data) for c in read_chunks(path))
+                chunks = (superseding_lines(c.data) for c in _chunks_outside(path, skip))
                 sup_lines = list(itertools.chain.from_iterable(chunks))
-            relevant_index(sup_lines, set(), need.targets, into=index, source=str(path))
+            relevant_index(
+                itertools.chain(sup_lines, extra),
+                set(),
+                need.targets,
+                into=index,
+                source=str(path),
+            )
             return index
         sups: list[bytes] | None = []
 
@@ -120,7 +138,7 @@ def _file_reader(path: Path) -> Callable[[Relevant], Index]:
 
         def lines() -> Iterator[list[bytes]]:
             nonlocal sups
-            for chunk in read_chunks(path):
+            for chunk in _chunks_outside(path, skip):
                 yield lines_naming(chunk.lines, chunk.data, ids)
                 if sups is not None:
                     sups += superseding_lines(chunk.data)
@@ -133,6 +151,66 @@ def _file_reader(path: Path) -> Callable[[Relevant], Index]:
         return index
 
     return read
+
+
+def _chunks_outside(path: Path, skip: list[tuple[int, int]]) -> Iterator[Chunk]:
+    """The chunks of `path` outside the byte ranges `skip` (sorted, each whole lines)."""
+    if not skip:
+        yield from read_chunks(path)
+        return
+    fd = open_for_reading(path)
+    try:
+        with errors_named(path):
+            pos = 0
+            for start, end in skip:
+                if start > pos:
+                    yield from read_chunks_fd(fd, pos, stop=start)
+                pos = end
+            yield from read_chunks_fd(fd, pos)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class _OwnAppends:
+    """Where a merge in partitions by id (`merge_parts`) appended so far, in one inode of
+    the destination, and the lines it appended that supersede an id.
+
+    A partition's ids have no line in those ranges, so its plan need not read them; the
+    lines there that supersede something are all the plan needs of them (rule 10), and
+    are few. Valid while the destination is the same inode, at least as long: a compaction
+    that replaced it moved every line, and the ranges are dropped.
+    """
+
+    ino: int = 0
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    superseding: list[bytes] = field(default_factory=list)
+
+    def ranges_in(self, path: Path) -> list[tuple[int, int]]:
+        """The ranges to skip in `path` as it is now: none if it was replaced."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        if not self.ranges or st is None:
+            return []
+        if st.st_ino != self.ino or st.st_size < self.ranges[-1][1]:
+            self.ranges, self.superseding = [], []
+            return []
+        return self.ranges
+
+    def note(self, pending: PendingMerge) -> None:
+        """Remember what an applied plan appended (`PendingMerge.appended`)."""
+        if pending.appended is None:
+            return
+        ino, start, end = pending.appended
+        if ino != self.ino:
+            self.ino, self.ranges, self.superseding = ino, [], []
+        self.ranges.append((start, end))
+        plan = pending.plan
+        for rec in itertools.chain(plan.append, plan.repeated):
+            if rec.supersedes is not None and not rec.deleted:
+                self.superseding.append(rec.raw)
 
 
 _KEEP_SUPERSEDING = 50_000
@@ -174,6 +252,8 @@ class PendingMerge:
     plan: MergePlan
     dest_end: int
     dest_ino: int
+    appended: tuple[int, int, int] | None = None
+    """Set by `apply_merge`: (inode, start, end) of the bytes it appended."""
 
 
 @dataclass
@@ -253,7 +333,8 @@ def apply_merge(pending: PendingMerge, *, lock_timeout: float = DEFAULT_TIMEOUT)
         data = plan.data()
         if data:
             private_dirs(dest.parent)
-            append_bytes(dest, data, header=header_line(now_us()))
+            end = append_bytes(dest, data, header=header_line(now_us()))
+            pending.appended = (os.stat(dest).st_ino, end - len(data), end)  # under the lock
     return _result(pending, dry_run=False)
 
 
@@ -298,14 +379,17 @@ def merge_files(
 ) -> MergeResult:
     """Append to `dest` (created if missing) the records of `sources` it lacks (rule 14).
 
-    Like `merge_chunks`, a merge of many lines goes in batches of about `BATCH_LINES`
-    incoming lines, each planned against the file as the batches before it left it and
-    appended under the lock, so that memory is that of one batch (plus a digest per line
-    of `dest`), not of the sources (issue 14). A merge of one batch appends exactly what
-    one plan of everything would; a larger one reaches the same view. `records` (what
-    would be appended) is listed for a dry run, which is one batch, as in `merge_chunks`.
+    Sources over `merge_parts.PART_BYTES` together go in partitions by id, each planned
+    against the file as the partitions before it left it (but not reading what they
+    appended: `_OwnAppends`) and appended under the lock, so that memory is that of one
+    partition (plus a digest per line of `dest`), not of the sources (issue 14). Smaller
+    ones go in batches of `BATCH_LINES` lines. Either way a merge reaches the view one
+    plan of everything would. `records` (what would be appended) is listed for a dry
+    run, which is one plan, as in `merge_chunks`.
     """
     total_bytes = sum(_size(p) for p in sources)
+    if not dry_run and total_bytes > merge_parts.PART_BYTES:
+        return _merge_parted(dest, sources, total_bytes, now, max_future, lock_timeout, progress)
     chunks = _source_chunks(sources, progress, total_bytes)
     if dry_run:
         digests = _DestDigests(dest)
@@ -318,6 +402,35 @@ def merge_files(
         _add_up(total, part, keep_records=False)
         del batch, part  # freed before the next batch is read, not while
     return total
+
+
+def _merge_parted(
+    dest: Path,
+    sources: Sequence[Path],
+    total_bytes: int,
+    now: int | None,
+    max_future: int,
+    lock_timeout: float,
+    progress: Progress | None,
+) -> MergeResult:
+    """`merge_files` of large sources: in partitions by id (`merge_parts`), each planned
+    without reading what the partitions before it appended."""
+    private_dirs(dest.parent)  # the partitions' temporary files go beside `dest`
+    count = -(-total_bytes // merge_parts.PART_BYTES)
+    parts = merge_parts.split_sources(sources, dest.parent, count, progress)
+    try:
+        total = MergeResult(dest=str(dest))
+        digests = _DestDigests(dest)
+        own = _OwnAppends()
+        for i, batch in enumerate(parts.batches()):
+            part = _merge_batch(digests, dest, batch, now, max_future, lock_timeout, own)
+            _add_up(total, part, keep_records=False)
+            del batch, part  # freed before the next partition is read, not while
+            if progress is not None:
+                progress("merge", i + 1, i + 1, count)
+        return total
+    finally:
+        parts.close()
 
 
 def _size(path: Path) -> int:
@@ -334,13 +447,17 @@ def _merge_batch(
     now: int | None,
     max_future: int,
     lock_timeout: float,
+    own: _OwnAppends | None = None,
 ) -> MergeResult:
     for _attempt in range(3):
-        pending = _plan_batch(digests, dest, batch, now, max_future)
+        pending = _plan_batch(digests, dest, batch, now, max_future, own)
         try:
-            return apply_merge(pending, lock_timeout=lock_timeout)
+            result = apply_merge(pending, lock_timeout=lock_timeout)
         except _Replanned:
             continue  # compacted between plan and apply: plan again against the new file
+        if own is not None:
+            own.note(pending)
+        return result
     raise FileReplaced(str(dest))
 
 
@@ -382,13 +499,14 @@ def _plan_batch(
     lines: Iterable[tuple[str, int, list[bytes]]],
     now: int | None,
     max_future: int,
+    own: _OwnAppends | None = None,
 ) -> PendingMerge:
     digests.refresh()
     at = now_us() if now is None else now
     steps = merge_steps(lines, at, max_future)
     known: list[Callable[[list[int]], Collection[int]]] = [digests.digests.intersection]
     with no_gc():
-        plan = _drive(steps, known, _file_reader(dest))
+        plan = _drive(steps, known, _file_reader(dest, own))
     return PendingMerge(dest, plan, digests.end, digests.ino)
 
 
