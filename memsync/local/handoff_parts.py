@@ -48,9 +48,10 @@ def chosen_lines(
     now: int,
     folder: Path,
     progress: Progress | None = None,
-) -> Spill:
+) -> tuple[Spill, list[int]]:
     """`select_handoff`'s lines for `src` into a temporary file in `folder` (the caller
-    closes it), computed a partition at a time."""
+    closes it), computed a partition at a time (by id), and how many lines each partition
+    gave, in the file's order."""
     recover_after_crash(src)  # lines a killed compaction left aside (rule 16)
     name = str(src)
     size = src.stat().st_size
@@ -58,13 +59,17 @@ def chosen_lines(
     superseded = _supersessions(src)
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     out = Spill(folder)
+    counts: list[int] = []
     try:
         with no_gc():
             parted = split_file(fd, name, folder, count, progress, "handoff: reading")
         try:
             for i, part in enumerate(parted.parts):
+                chosen = 0
                 for raw in _part_chosen(part, name, dest_ids, superseded, selection, now):
                     out.add(raw)
+                    chosen += 1
+                counts.append(chosen)
                 if progress is not None:
                     progress("handoff: selecting", i + 1, i + 1, count)
         finally:
@@ -75,7 +80,7 @@ def chosen_lines(
     finally:
         os.close(fd)
     out.flush()
-    return out
+    return out, counts
 
 
 def _part_chosen(

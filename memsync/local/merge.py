@@ -594,11 +594,13 @@ def _handoff_parted(
     lock_timeout: float,
     progress: Progress | None,
 ) -> MergeResult:
-    """`handoff` of a large source (issue 14): the lines are chosen a partition at a time
-    (`handoff_parts`) into a temporary file beside `dest`, then merged in batches, as
-    `merge_files` does (a dry run: in one plan, to list them)."""
+    """`handoff` of a large source (issue 14): the lines are chosen a partition by id at a
+    time (`handoff_parts`) into a temporary file beside `dest`, then merged a partition
+    at a time, as `merge_files` does (a dry run: in one plan, to list them)."""
     private_dirs(dest.parent)
-    chosen = handoff_parts.chosen_lines(src, _ids_of(dest), selection, at, dest.parent, progress)
+    chosen, counts = handoff_parts.chosen_lines(
+        src, _ids_of(dest), selection, at, dest.parent, progress
+    )
     try:
         chunks = ((str(src), 0, lines) for lines in chosen.chunks())
         digests = _DestDigests(dest)
@@ -606,13 +608,25 @@ def _handoff_parted(
             pending = _plan_batch(digests, dest, list(chunks), at, DEFAULT_MAX_FUTURE)
             return _result(pending, dry_run=True)
         total = MergeResult(dest=str(dest))
-        for batch in _batches(chunks, BATCH_LINES):
-            part = _merge_batch(digests, dest, batch, at, DEFAULT_MAX_FUTURE, lock_timeout)
+        own = _OwnAppends()  # the lines come a partition by id at a time: see merge_files
+        lines = itertools.chain.from_iterable(chosen.chunks())
+        for batch in _partitions(str(src), lines, counts):
+            part = _merge_batch(digests, dest, batch, at, DEFAULT_MAX_FUTURE, lock_timeout, own)
             _add_up(total, part, keep_records=False)
             del batch, part  # freed before the next batch is read, not while
         return total
     finally:
         chosen.close()
+
+
+def _partitions(
+    name: str, lines: Iterator[bytes], counts: list[int]
+) -> Iterator[list[tuple[str, int, list[bytes]]]]:
+    """`lines` cut into batches of `counts[0]`, `counts[1]`, ... lines, as chunks of
+    source `name` (line numbers unknown: 0)."""
+    for count in counts:
+        if count:
+            yield [(name, 0, list(itertools.islice(lines, count)))]
 
 
 def index_path(state_dir: Path, dest: Path) -> Path:
