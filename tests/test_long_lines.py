@@ -15,6 +15,8 @@ from pathlib import Path
 
 from memsync.core.lines import LONG_LINE_KEPT, MAX_LINE_BYTES, LineSplitter
 from memsync.local.fresh import header_line
+from memsync.local.merge import merge_indexed
+from memsync.local.storage import CHUNK_BYTES
 from tests.sync_helpers import entry_line, make_replica
 
 LONG = 160 * 1024 * 1024
@@ -121,3 +123,25 @@ def test_sync_streams_past_a_long_line_in_a_peer_file(tmp_path: Path) -> None:
     assert report["pulled_records"] == 0
     assert report["bad"] == []
     assert report["pulled_bytes"] < 64 * 1024  # the long line is not read again
+
+
+def test_the_merge_index_finds_the_records_after_a_long_line(tmp_path: Path) -> None:
+    """The persistent index of a destination records where each line starts: a long
+    line, cut when read, must not shift the offsets of the lines after it (they would be
+    read as garbage, and a merge would not see them: here, it would append a version
+    that the destination's newer one beats, rule 14)."""
+    dest = tmp_path / "dest.jsonl"
+    with open(dest, "wb") as f:
+        f.write(header_line(1))
+        f.write(b'{"id":"long","kind":"fact","created_at":"2026-01-01T00:00:01Z","text":"')
+        f.write(b"x" * CHUNK_BYTES + b'"}\n')  # across a read: cut (`LineSplitter`)
+        f.write(entry_line("kept", 5_000_000, "The newer version.") + b"\n")
+    src = tmp_path / "src.jsonl"
+    src.write_bytes(header_line(1) + entry_line("kept", 3_000_000, "An older one.") + b"\n")
+    size = dest.stat().st_size
+    state, empty = tmp_path / "state", tmp_path / "empty.jsonl"
+    empty.write_bytes(header_line(1))
+    merge_indexed(dest, [empty], state, now=10_000_000)  # builds the index
+    result = merge_indexed(dest, [src], state, now=10_000_000)
+    assert (result.appended, result.beaten) == (0, 1)
+    assert dest.stat().st_size == size

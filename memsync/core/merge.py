@@ -38,6 +38,7 @@ from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index,
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
+    "USUAL_ID",
     "Ask",
     "DigestSet",
     "Held",
@@ -52,11 +53,13 @@ __all__ = [
     "judge",
     "line_digest",
     "lines_naming",
+    "may_supersede",
     "merge_steps",
     "plan_merge",
     "quick_id",
     "relevant_index",
     "superseding_lines",
+    "superseding_starts",
     "supersession_targets",
 ]
 
@@ -219,7 +222,9 @@ def _collect_chunk(
             inc.bad.append(BadLine(source, line_no, parsed.reason))
 
 
-_USUAL_ID = re.compile(rb'\n\{"id": ?"([^"\\\n]*)"')
+USUAL_ID = re.compile(rb'\n\{"id": ?"([^"\\\n]*)"')
+"""The id of a line that starts the usual way (`{"id": "...`, no escape in the id), found
+after its "\\n": one `findall` over "\\n" + a chunk takes every line's."""
 
 
 def lines_naming(lines: list[bytes], data: bytes, ids: set[str]) -> list[bytes]:
@@ -227,7 +232,7 @@ def lines_naming(lines: list[bytes], data: bytes, ids: set[str]) -> list[bytes]:
     keep for `ids` (no `targets`), picked without a Python step per line: one regular
     expression takes the id of every line that starts the usual way; when every line
     does, only those naming one of `ids` are returned, else all of them."""
-    found = _USUAL_ID.findall(b"\n" + data)
+    found = USUAL_ID.findall(b"\n" + data)
     if len(found) != len(lines):
         return lines
     wanted = {rid.encode() for rid in ids}
@@ -302,9 +307,19 @@ _SUPERSEDES_TEXT = (b'"supersedes": "', b'"supersedes":"')
 
 
 def superseding_lines(data: bytes) -> list[bytes]:
-    """The lines of `data` (complete lines, each ending in "\\n") that may supersede an id:
-    a superset of those `relevant_index` keeps for `targets` (about 1% of a real file),
-    found with a few byte searches over `data` rather than a look at every line.
+    """The lines of `data` (complete lines, each ending in "\\n") that may supersede an id
+    (see `superseding_starts`)."""
+    out = []
+    for start in superseding_starts(data):
+        end = data.find(b"\n", start)
+        out.append(data[start : end if end >= 0 else len(data)])
+    return out
+
+
+def superseding_starts(data: bytes) -> list[int]:
+    """Where the lines of `data` (complete lines, each ending in "\\n") that may supersede
+    an id start: a superset of those `relevant_index` keeps for `targets` (about 1% of a
+    real file), found with a few byte searches over `data` rather than a look at every line.
 
     A line may supersede when it has a `"supersedes"` key not set to null (inside a JSON
     string a quote is escaped, so `"supersedes"` in the bytes is a key), or a `\\u` escape,
@@ -317,19 +332,18 @@ def superseding_lines(data: bytes) -> list[bytes]:
         for form in _SUPERSEDES_TEXT:
             spots += _find_all(data, form)
         if keys != nulls + len(spots):
-            return [raw for raw in data.split(b"\n")[:-1] if _may_supersede(raw)]
+            lines = data.split(b"\n")[:-1]
+            starts = itertools.accumulate((len(raw) + 1 for raw in lines), initial=0)
+            return [at for at, raw in zip(starts, lines, strict=False) if may_supersede(raw)]
     spots += _find_all(data, b"\\u")
-    out: list[bytes] = []
+    out: list[int] = []
     done = -1
     for pos in sorted(spots):
         if pos < done:
             continue  # a second spot on a line already taken
-        start = data.rfind(b"\n", 0, pos) + 1
+        out.append(data.rfind(b"\n", 0, pos) + 1)
         end = data.find(b"\n", pos)
-        if end < 0:
-            end = len(data)
-        out.append(data[start:end])
-        done = end
+        done = end if end >= 0 else len(data)
     return out
 
 
@@ -342,7 +356,7 @@ def _find_all(data: bytes, needle: bytes) -> list[int]:
     return found
 
 
-def _may_supersede(raw: bytes) -> bool:
+def may_supersede(raw: bytes) -> bool:
     """False only for a line that surely supersedes nothing: no backslash (which could
     spell the key escaped), and no `"supersedes"` key, or just one set to null."""
     if b"\\" in raw:

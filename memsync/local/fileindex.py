@@ -12,8 +12,11 @@ Deleting it costs one full read of the file and nothing else.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import sqlite3
+import struct
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +25,18 @@ from typing import Self
 import xxhash
 
 from memsync.core.lines import classify
-from memsync.core.merge import dest_relevant, line_digest, quick_id
+from memsync.core.merge import USUAL_ID as _USUAL_ID
+from memsync.core.merge import (
+    dest_relevant,
+    line_digest,
+    may_supersede,
+    quick_id,
+    superseding_starts,
+)
 from memsync.core.records import Record
 from memsync.core.view import Index
 from memsync.local.sqlitedb import connect
-from memsync.local.storage import read_chunks, read_tail
+from memsync.local.storage import Chunk, read_chunks, read_tail
 
 __all__ = [
     "TAIL_BYTES",
@@ -54,9 +64,21 @@ CREATE TABLE IF NOT EXISTS held (h1 INTEGER PRIMARY KEY, source TEXT, line INTEG
 """
 _RECS_INDEX = "CREATE INDEX IF NOT EXISTS recs_id ON recs (id)"
 
-_NO_SUPERSEDES = (b'"supersedes": null', b'"supersedes":null')
 _BATCH = 900  # SQLite's default limit on host parameters is 999
 _JOIN_AFTER = 2_000  # digests asked about at once: past this, one join beats IN lists
+
+
+def _usual_ids(lines: list[bytes]) -> list[str] | None:
+    """The id of every line, when each starts the usual way (`{"id": "...`, no escape in
+    the id, valid UTF-8): one regular expression and one decode for the chunk, no Python
+    step per line. None when any line does not (`quick_id` decides a line at a time)."""
+    found = _USUAL_ID.findall(b"\n" + b"\n".join(lines))  # the regex needs the "\\n" before
+    if len(found) != len(lines):
+        return None
+    try:
+        return b"\n".join(found).decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        return None
 
 
 def tail_hash(data: bytes) -> bytes:
@@ -177,7 +199,7 @@ class FileIndex(_Store):
             if rebuild:  # a bulk build: sorted inserts, and the id index made once at the end
                 self._db.execute("DROP INDEX IF EXISTS recs_id")
             for chunk in read_chunks(self.path, offset, line):
-                self._add_chunk(chunk.lines, chunk.start, chunk.first_line, sort=rebuild)
+                self._add_chunk(chunk, sort=rebuild)
                 read += chunk.end - chunk.start
                 offset, line = chunk.end, chunk.first_line + len(chunk.lines)
             if rebuild:
@@ -199,31 +221,56 @@ class FileIndex(_Store):
             " DELETE FROM meta; COMMIT;"
         )
 
-    def _add_chunk(
-        self, lines: list[bytes], start: int, first_line: int, *, sort: bool = False
-    ) -> None:
-        rows = [_split_digest(line_digest(raw)) for raw in lines]
+    def _add_chunk(self, chunk: Chunk, *, sort: bool = False) -> None:
+        lines = chunk.lines
+        # Both halves of each line's digest as signed 64-bit integers, in C: the digest's
+        # 16 bytes are its big-endian value (`_split_digest` says the same in Python).
+        rows = list(struct.iter_unpack(">qq", b"".join(map(xxhash.xxh3_128_digest, lines))))
         if sort:
             rows.sort()
         # A line whose first half collides with another's is simply not recorded: lookups
         # compare both halves, so it is parsed and judged like any unknown line.
         self._db.executemany("INSERT OR IGNORE INTO lines VALUES (?, ?)", rows)
+        sizes = list(map(len, lines))
+        # Where each line starts. Only a chunk's first line can have been cut short (a line
+        # over rule 4's limit, `LineSplitter`): the second is counted back from the end.
+        offsets = [chunk.start]
+        if len(lines) > 1:
+            second = chunk.end - sum(sizes) + sizes[0] - len(lines) + 1
+            offsets += itertools.accumulate((n + 1 for n in sizes[1:-1]), initial=second)
+        ids = _usual_ids(lines)
+        if ids is None:
+            self._add_each(chunk, offsets, sizes)
+            return
+        self._db.executemany(
+            "INSERT INTO recs VALUES (?, ?, ?)", zip(ids, offsets, sizes, strict=True)
+        )
+        sups = []
+        data = b"\n".join(lines) + b"\n"
+        starts = list(itertools.accumulate((n + 1 for n in sizes), initial=0))
+        for at in superseding_starts(data):
+            i = bisect.bisect_left(starts, at)
+            parsed = classify(lines[i])
+            if type(parsed) is Record and parsed.supersedes is not None:
+                sups.append((parsed.supersedes, offsets[i], sizes[i]))
+        if sups:
+            self._db.executemany("INSERT INTO sups VALUES (?, ?, ?)", sups)
+
+    def _add_each(self, chunk: Chunk, offsets: list[int], sizes: list[int]) -> None:
+        """`_add_chunk`'s records and supersessions, a line at a time: a chunk with a line
+        that does not start the usual way (a header, a bad line, another key first)."""
         recs: list[tuple[str, int, int]] = []
         sups: list[tuple[str, int, int]] = []
-        off = start
-        for line_no, raw in enumerate(lines, first_line):
-            size = len(raw)
+        for i, raw in enumerate(chunk.lines):
             rid = quick_id(raw)
-            quick = b'"supersedes"' not in raw or any(n in raw for n in _NO_SUPERSEDES)
-            if rid is not None and quick:
-                recs.append((rid, off, size))
+            if rid is not None and not may_supersede(raw):
+                recs.append((rid, offsets[i], sizes[i]))
             else:  # a header of another format raises, naming the file (rule 2)
-                parsed = classify(raw, source=str(self.path), line_no=line_no)
+                parsed = classify(raw, source=str(self.path), line_no=chunk.first_line + i)
                 if type(parsed) is Record:
-                    recs.append((parsed.id, off, size))
+                    recs.append((parsed.id, offsets[i], sizes[i]))
                     if parsed.supersedes is not None:
-                        sups.append((parsed.supersedes, off, size))
-            off += size + 1
+                        sups.append((parsed.supersedes, offsets[i], sizes[i]))
         self._db.executemany("INSERT INTO recs VALUES (?, ?, ?)", recs)
         if sups:
             self._db.executemany("INSERT INTO sups VALUES (?, ?, ?)", sups)
