@@ -14,12 +14,15 @@ import json
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import memsync.local.fold_halves
 import memsync.local.located
 from memsync.core.lines import MAX_LINE_BYTES
 from memsync.core.timestamps import SECOND, format_ts
+from memsync.errors import UnsupportedFormat
 from memsync.local.fresh import header_line
 from memsync.local.located import located_view
 from memsync.local.reading import view_of
@@ -61,10 +64,27 @@ def _write(path: Path, lines: list[bytes], *, torn: bytes = b"") -> None:
     path.write_bytes(header_line(T0) + b"".join(line + b"\n" for line in lines) + torn)
 
 
+def _in_two_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make every view fold in two processes (`fold_halves`); the list counts the folds
+    that did."""
+    forks: list[int] = []
+    real = memsync.local.fold_halves.fold_in_halves
+
+    def counted(*args: Any) -> None:
+        forks.append(1)
+        real(*args)
+
+    monkeypatch.setattr(memsync.local.fold_halves, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(memsync.local.located, "fold_in_halves", counted)
+    return forks
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("processes", [1, 2])
 def test_the_lines_read_back_are_the_views_lines(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, processes: int
 ) -> None:
+    forks = _in_two_processes(monkeypatch) if processes == 2 else []
     rng = random.Random(seed)
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _write(a, _lines(rng, 2000))
@@ -78,9 +98,34 @@ def test_the_lines_read_back_are_the_views_lines(
         assert [r.raw for r in view.records] == [b""] * len(whole.records)
         assert list(view.lines()) == [r.raw for r in whole.records]
         assert [(r.id, r.ts) for r in view.records] == [(r.id, r.ts) for r in whole.records]
-    assert view.scan.bad == whole.bad
+    assert view.scan.bad == whole.bad  # the same lines, numbers and order, either way
     assert [str(b) for b in whole.bad if "longer than" in b.reason]  # the shape was there
-    assert len(view.scan.index.twins) == len(whole.twins)
+    # The keys with two contents (rule 7); which pairs of three or more are met depends on
+    # the order of the fold.
+    assert {a.key for a, _ in view.scan.index.twins} == {a.key for a, _ in whole.twins}
+    assert view.scan.headerless == whole.headerless
+    assert len(forks) == (1 if processes == 2 else 0)
+
+
+@pytest.mark.parametrize("where", ["first", "second"])
+def test_an_error_in_either_half_is_raised_as_one_process_raises_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A header of another format (rule 2) is an error naming its file and line, whichever
+    process meets it (the child's failure makes the parent fold its half again)."""
+    lines = _lines(random.Random(9), 400)
+    at = 10 if where == "first" else 390
+    lines.insert(at, b'{"format": "agent-memory/2.0"}')
+    path = tmp_path / "m.jsonl"
+    _write(path, lines)
+    with pytest.raises(UnsupportedFormat) as one:
+        located_view([path], NOW)
+    forks = _in_two_processes(monkeypatch)
+    with pytest.raises(UnsupportedFormat) as two:
+        located_view([path], NOW)
+    assert str(two.value) == str(one.value)
+    assert f"m.jsonl:{at + 2}:" in str(two.value)  # after the header line
+    assert forks == [1]
 
 
 def test_a_tie_goes_to_the_greater_canonical_line_read_again(tmp_path: Path) -> None:

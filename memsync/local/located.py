@@ -25,6 +25,7 @@ from memsync.core.lines import BadLine, Header, Invalid, classify
 from memsync.core.records import Located, Record
 from memsync.core.view import build_view
 from memsync.local.drain import recover_after_crash
+from memsync.local.fold_halves import Span, fold_in_halves, halves
 from memsync.local.fresh import now_us
 from memsync.local.reading import ScanResult, is_header, no_gc
 from memsync.local.storage import Chunk, errors_named, open_for_reading, read_chunks_fd
@@ -131,14 +132,30 @@ def located_view(paths: Sequence[Path], now: int | None = None) -> LocatedView:
     view = LocatedView([], ScanResult(), list(paths), [])
     view.scan.index.line = view.line  # a tie between two versions reads both lines
     try:
+        for path in view.paths:
+            recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
+            view._fds.append(open_for_reading(path))
+
+        def fold(result: ScanResult, span: Span) -> None:
+            path = view.paths[span.file_no]
+            with errors_named(path):
+                chunks = read_chunks_fd(
+                    view._fds[span.file_no],
+                    span.start,
+                    span.first_line,
+                    span.stop,
+                    chunk_bytes=_CHUNK_BYTES,
+                )
+                for chunk in chunks:
+                    _fold(result, chunk, str(path), span.file_no)
+
         with no_gc():  # a million records hold no cycles
-            for file_no, path in enumerate(view.paths):
-                recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
-                fd = open_for_reading(path)
-                view._fds.append(fd)
-                with errors_named(path):
-                    for chunk in read_chunks_fd(fd, chunk_bytes=_CHUNK_BYTES):
-                        _fold(view.scan, chunk, str(path), file_no)
+            cut = halves(view._fds)
+            if cut is None:
+                for file_no in range(len(view.paths)):
+                    fold(view.scan, Span(file_no, 0, None, 1))
+            else:
+                fold_in_halves(view.scan, view._fds, *cut, fold)
             live = build_view(view.scan.index, now_us() if now is None else now).live
     except BaseException:
         view.close()

@@ -1,0 +1,222 @@
+"""The first pass of a large view on two cores: the second half of the bytes folded in a
+forked process (issue 14).
+
+The fold is order-free (SEMANTICS rules 8 to 10: `Index` gives the same summary whatever
+order the records come in), so the files can be cut in two at a line boundary, each half
+folded on its own, and the child's summary (the best records of each id, as `Located`
+records, and every supersession) folded into the parent's. The view is the same as one
+fold's; the time is about half of the fold, plus the child's summary sent over a pipe.
+
+The child only reads: it writes its summary to the pipe and leaves by `os._exit`, never
+flushing the parent's buffers. If it fails for any reason, the parent folds the second half
+itself, so that an error (a file that cannot be read, a header of another format) is raised
+as a one-process fold raises it, with its line number.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from memsync.core.lines import BadLine, Header
+from memsync.core.records import Located
+from memsync.local.reading import ScanResult
+
+__all__ = ["PARALLEL_BYTES", "Span", "fold_in_halves", "halves"]
+
+PARALLEL_BYTES = 16 * 1024 * 1024
+"""Files smaller than this together are folded in one process: forking and sending the
+summary back would cost more than it saves."""
+
+_BLOCK = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Bytes `start` to `stop` (None: to the end) of file `file_no`, whose first line is
+    line `first_line` (0: not known yet; the child counts it)."""
+
+    file_no: int
+    start: int
+    stop: int | None
+    first_line: int
+
+
+class _Rest(msgspec.Struct, gc=False):
+    """The child's last frame: its `ScanResult` but for the best records (sent before)."""
+
+    superseded: dict[str, int]
+    twins: list[tuple[Located, Located]]
+    records: int
+    bad: list[BadLine]
+    headers: list[Header]
+    headerless: list[str]
+
+
+_FRAME_RECORDS = 50_000
+"""The child sends its best records in frames of this many, so that the parent holds one
+frame at a time besides its own index (memory: issue 14)."""
+_decode_records = msgspec.msgpack.Decoder(list[Located]).decode
+_decode_rest = msgspec.msgpack.Decoder(_Rest).decode
+
+
+def halves(fds: Sequence[int]) -> tuple[list[Span], list[Span]] | None:
+    """The files of `fds` cut in two halves of about equal bytes at a line boundary, or
+    None when they are too small to be worth two processes, or a second one cannot be
+    forked safely (another thread runs: a fork copies only the calling one)."""
+    sizes = [os.fstat(fd).st_size for fd in fds]
+    total = sum(sizes)
+    if total < PARALLEL_BYTES or not hasattr(os, "fork") or threading.active_count() > 1:
+        return None
+    if (os.cpu_count() or 1) < 2:
+        return None
+    before = 0
+    for file_no, size in enumerate(sizes):
+        if before + size > total // 2:
+            cut = _line_end(fds[file_no], total // 2 - before, size)
+            first = [Span(n, 0, None, 1) for n in range(file_no)]
+            second = [Span(n, 0, None, 1) for n in range(file_no + 1, len(fds))]
+            if cut is None:  # no line ends after the middle: the whole file goes first
+                return [*first, Span(file_no, 0, None, 1)], second
+            return [*first, Span(file_no, 0, cut, 1)], [Span(file_no, cut, None, 0), *second]
+        before += size
+    return None
+
+
+def _line_end(fd: int, at: int, size: int) -> int | None:
+    """The offset just past the first "\\n" at or after `at`, or None before `size`."""
+    while at < size:
+        block = os.pread(fd, _BLOCK, at)
+        if not block:
+            return None
+        found = block.find(b"\n")
+        if found >= 0:
+            return at + found + 1
+        at += len(block)
+    return None
+
+
+def _count_lines(fd: int, stop: int) -> int:
+    """The number of "\\n" in the first `stop` bytes of `fd`."""
+    count = pos = 0
+    while pos < stop:
+        block = os.pread(fd, min(_BLOCK * 8, stop - pos), pos)
+        if not block:
+            break
+        count += block.count(b"\n")
+        pos += len(block)
+    return count
+
+
+def fold_in_halves(
+    result: ScanResult,
+    fds: Sequence[int],
+    first: list[Span],
+    second: list[Span],
+    fold: Callable[[ScanResult, Span], None],
+) -> None:
+    """Fold `first` into `result` here and `second` in a forked child, then the child's
+    summary into `result`; `fold(result, span)` folds one span. If the child fails, the
+    second half is folded here."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: fold, send, and leave without running anything of the parent's
+        code = 1
+        try:
+            os.close(read_end)
+            half = ScanResult()
+            half.index.line = result.index.line  # ties read lines from the same files
+            for span in second:
+                fold(half, _numbered(span, fds))
+            _send(write_end, half)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    records = result.index.records
+    try:
+        for span in first:
+            fold(result, span)
+        records = result.index.records
+        done = _receive(result, read_end)
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    if done and os.waitstatus_to_exitcode(status) == 0:
+        return
+    # The child failed, or sent something unreadable. The best records it sent before are
+    # folded in again below with the rest of its half, which changes nothing (the same
+    # lines, at the same places) but the count of records, set back here.
+    result.index.records = records
+    for span in second:  # here, so that an error is raised as it is
+        fold(result, _numbered(span, fds))
+
+
+def _numbered(span: Span, fds: Sequence[int]) -> Span:
+    """`span` with its first line number, counted if not known."""
+    if span.first_line:
+        return span
+    line = _count_lines(fds[span.file_no], span.start) + 1
+    return Span(span.file_no, span.start, span.stop, line)
+
+
+def _send(fd: int, half: ScanResult) -> None:
+    """The child's summary: frames of best records, then the rest (`_Rest`)."""
+    index = half.index
+    for best in (index.tombs, index.user, index.inferred):
+        records = list(best.values())
+        for i in range(0, len(records), _FRAME_RECORDS):
+            _write_frame(fd, b"R", msgspec.msgpack.encode(records[i : i + _FRAME_RECORDS]))
+    rest = _Rest(
+        superseded=index.superseded,
+        twins=index.twins,  # type: ignore[arg-type]
+        records=index.records,
+        bad=half.bad,
+        headers=half.headers,
+        headerless=half.headerless,
+    )
+    _write_frame(fd, b"E", msgspec.msgpack.encode(rest))
+
+
+def _receive(result: ScanResult, fd: int) -> bool:
+    """Fold the child's frames into `result` as they come (the fold is order-free: rules
+    8 to 10); whether its last frame arrived, whole and readable."""
+    index = result.index
+    records = index.records
+    with os.fdopen(os.dup(fd), "rb") as pipe:
+        while head := pipe.read(9):
+            body = pipe.read(int.from_bytes(head[1:], "big")) if len(head) == 9 else b""
+            try:
+                if head[:1] == b"R":
+                    for rec in _decode_records(body):
+                        index.add(rec)
+                    continue
+                if head[:1] != b"E":
+                    return False
+                rest = _decode_rest(body)
+            except msgspec.DecodeError:
+                return False
+            index.records = records + rest.records
+            superseded = index.superseded
+            for rid, bits in rest.superseded.items():
+                superseded[rid] = superseded.get(rid, 0) | bits
+            index.twins += rest.twins
+            result.bad += rest.bad
+            result.headers += rest.headers
+            result.headerless += rest.headerless
+            return True
+    return False
+
+
+def _write_frame(fd: int, kind: bytes, body: bytes) -> None:
+    data = memoryview(kind + len(body).to_bytes(8, "big") + body)
+    while data:
+        data = data[os.write(fd, data) :]
