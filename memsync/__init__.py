@@ -39,6 +39,7 @@ if _typing.TYPE_CHECKING:
     from memsync.local.export import export_markdown
     from memsync.local.fulltext import RecallHit, recall
     from memsync.local.importers import ImportResult, import_mcp_memory
+    from memsync.local.located import check_files
     from memsync.local.memory import Memory
     from memsync.local.merge import (
         MergeResult,
@@ -48,7 +49,7 @@ if _typing.TYPE_CHECKING:
         merge_files,
         plan_file_merge,
     )
-    from memsync.local.reading import CheckReport, MemoryView, SecretFinding, check_files, view_of
+    from memsync.local.reading import CheckReport, MemoryView, SecretFinding, view_of
     from memsync.models import Entry, Tombstone
 
 # Everything but the errors is imported on first use (PEP 562): `import memsync` (and so
@@ -73,7 +74,7 @@ _LAZY = {
     "Tombstone": "memsync.models",
     "Transport": "memsync.hub.transports",
     "apply_merge": "memsync.local.merge",
-    "check_files": "memsync.local.reading",
+    "check_files": "memsync.local.located",
     "compact_file": "memsync.local.compaction",
     "export_markdown": "memsync.local.export",
     "handoff": "memsync.local.merge",

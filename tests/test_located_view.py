@@ -24,7 +24,7 @@ from memsync.core.lines import MAX_LINE_BYTES
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.errors import UnsupportedFormat
 from memsync.local.fresh import header_line
-from memsync.local.located import located_view
+from memsync.local.located import check_files, located_view
 from memsync.local.reading import view_of
 
 T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
@@ -162,3 +162,48 @@ def test_a_file_rewritten_in_place_between_the_passes_is_an_error_naming_it(
             f.truncate(200)
         with pytest.raises(OSError, match=r"m\.jsonl: changed while it was read"):
             list(view.lines())
+
+
+def test_check_reads_the_same_in_one_or_two_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`check` folds like the view: bad lines, twins, credential-shaped text and records
+    dated ahead are the same, in the same order, whichever process met them."""
+    rng = random.Random(11)
+    lines = _lines(rng, 1500)
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "F6G7H8"  # a GitHub token's shape, not a real one
+    for at in (30, 1400):  # one in each half; the twins' third version in the other
+        for text in ("one", "two", "three")[: 2 if at == 30 else 3]:
+            twin = {"id": "tw", "kind": "fact", "text": text, "created_at": format_ts(T0)}
+            lines.insert(at if text != "three" else 20, json.dumps(twin).encode())
+        lines.insert(
+            at,
+            json.dumps(
+                {"id": f"s{at}", "kind": "fact", "text": token, "created_at": format_ts(T0)}
+            ).encode(),
+        )
+        lines.insert(
+            at,
+            json.dumps(
+                {
+                    "id": f"f{at}",
+                    "kind": "fact",
+                    "text": "ahead",
+                    "created_at": format_ts(NOW + 86_400 * SECOND),
+                }
+            ).encode(),
+        )
+    path = tmp_path / "m.jsonl"
+    _write(path, lines)
+    one = check_files([path], NOW)
+    forks = _in_two_processes(monkeypatch)
+    two = check_files([path], NOW)
+    assert forks == [1]
+    assert len(one.secrets) == len(one.future) == 2
+    assert one.twins
+    assert one.bad
+    doc_one, doc_two = one.to_json(), two.to_json()
+    # The same keys with two contents; which pairs of three or more are met: the fold's order.
+    twins_one = {(t["id"], t["created_at"]) for t in doc_one.pop("twins")}
+    assert {(t["id"], t["created_at"]) for t in doc_two.pop("twins")} == twins_one
+    assert doc_two == doc_one

@@ -21,9 +21,9 @@ from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
 from memsync.errors import UsageError
-from memsync.local.located import located_view
+from memsync.local.located import check_files, located_view
 from memsync.local.memory import Memory
-from memsync.local.reading import check_files, no_gc, prompt_of
+from memsync.local.reading import no_gc, prompt_of
 
 # What the agents' everyday commands (add, forget, show, prompt, check) do not need is
 # imported inside the commands that do: the merge's SQLite index, the config (pydantic),

@@ -25,7 +25,7 @@ import msgspec
 
 from memsync.core.lines import BadLine, Header
 from memsync.core.records import Located
-from memsync.local.reading import ScanResult
+from memsync.local.reading import ScanResult, SecretFinding
 
 __all__ = ["PARALLEL_BYTES", "Span", "fold_in_halves", "halves"]
 
@@ -56,6 +56,8 @@ class _Rest(msgspec.Struct, gc=False):
     bad: list[BadLine]
     headers: list[Header]
     headerless: list[str]
+    secrets: list[SecretFinding]
+    future: list[tuple[str, int, Located]]
 
 
 _FRAME_RECORDS = 50_000
@@ -182,6 +184,8 @@ def _send(fd: int, half: ScanResult) -> None:
         bad=half.bad,
         headers=half.headers,
         headerless=half.headerless,
+        secrets=half.secrets,
+        future=half.future,  # type: ignore[arg-type]
     )
     _write_frame(fd, b"E", msgspec.msgpack.encode(rest))
 
@@ -212,6 +216,8 @@ def _receive(result: ScanResult, fd: int) -> bool:
             result.bad += rest.bad
             result.headers += rest.headers
             result.headerless += rest.headerless
+            result.secrets += rest.secrets
+            result.future += rest.future
             return True
     return False
 

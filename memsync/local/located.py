@@ -21,16 +21,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, cast
 
+from memsync.core.clock import FUTURE_TOLERANCE
 from memsync.core.lines import BadLine, Header, Invalid, classify
 from memsync.core.records import Located, Record
+from memsync.core.secrets import record_secrets
 from memsync.core.view import build_view
 from memsync.local.drain import recover_after_crash
 from memsync.local.fold_halves import Span, fold_in_halves, halves
 from memsync.local.fresh import now_us
-from memsync.local.reading import ScanResult, is_header, no_gc
+from memsync.local.reading import CheckReport, ScanResult, SecretFinding, is_header, no_gc
 from memsync.local.storage import Chunk, errors_named, open_for_reading, read_chunks_fd
 
-__all__ = ["LocatedView", "located_view"]
+__all__ = ["LocatedView", "check_files", "located_view"]
 
 _CHUNK_BYTES = 1024 * 1024
 """The first pass reads 1 MiB at a time: the chunk's lines are alive only while folded."""
@@ -129,6 +131,41 @@ def located_view(paths: Sequence[Path], now: int | None = None) -> LocatedView:
 
     Raises OSError naming a file that cannot be read, and UnsupportedFormat (rule 2).
     """
+    at = now_us() if now is None else now
+    view = _first_pass(paths, None)
+    try:
+        with no_gc():  # sorting a million records allocates a million keys
+            view.records = cast(list[Located], build_view(view.scan.index, at).live)
+    except BaseException:
+        view.close()
+        raise
+    return view
+
+
+def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
+    """What `check` reports of several memory files (`CheckReport`), read as
+    `located_view` reads them: bad lines, twins, credential-shaped text (issue 13, item 6)
+    and records more than `FUTURE_TOLERANCE` ahead of `now` (default: the local clock).
+
+    Raises OSError naming a file that cannot be read, and UnsupportedFormat (rule 2).
+    """
+    limit = (now_us() if now is None else now) + FUTURE_TOLERANCE
+    with _first_pass(paths, limit) as view:
+        scan = view.scan
+        twins = [(_whole(a, view), _whole(b, view)) for a, b in scan.index.twins]
+        future = [(name, n, _whole(rec, view)) for name, n, rec in scan.future]
+    return CheckReport(scan.bad, twins, scan.secrets, future)
+
+
+def _whole(rec: Record, view: LocatedView) -> Record:
+    """`rec` as a `Record` holding its line."""
+    line = view.line(rec)
+    return Record(line, rec.id, rec.ts, rec.deleted, rec.user, rec.supersedes, rec.expires)
+
+
+def _first_pass(paths: Sequence[Path], future_after: int | None) -> LocatedView:
+    """The files opened and folded, in two processes when they are large (`fold_halves`);
+    with `future_after`, also checked for what `check_files` reports."""
     view = LocatedView([], ScanResult(), list(paths), [])
     view.scan.index.line = view.line  # a tie between two versions reads both lines
     try:
@@ -147,7 +184,7 @@ def located_view(paths: Sequence[Path], now: int | None = None) -> LocatedView:
                     chunk_bytes=_CHUNK_BYTES,
                 )
                 for chunk in chunks:
-                    _fold(result, chunk, str(path), span.file_no)
+                    _fold(result, chunk, str(path), span.file_no, future_after)
 
         with no_gc():  # a million records hold no cycles
             cut = halves(view._fds)
@@ -156,16 +193,18 @@ def located_view(paths: Sequence[Path], now: int | None = None) -> LocatedView:
                     fold(view.scan, Span(file_no, 0, None, 1))
             else:
                 fold_in_halves(view.scan, view._fds, *cut, fold)
-            live = build_view(view.scan.index, now_us() if now is None else now).live
     except BaseException:
         view.close()
         raise
-    view.records = cast(list[Located], live)
     return view
 
 
-def _fold(result: ScanResult, chunk: Chunk, name: str, file_no: int) -> None:
-    """Classify a chunk's lines; fold its records in as `Located` records."""
+def _fold(
+    result: ScanResult, chunk: Chunk, name: str, file_no: int, future_after: int | None
+) -> None:
+    """Classify a chunk's lines; fold its records in as `Located` records; with
+    `future_after`, note the records dated after it and those that look like they hold a
+    credential."""
     lines = chunk.lines
     if chunk.first_line == 1 and lines and not is_header(lines[0]):
         result.headerless.append(name)
@@ -182,7 +221,13 @@ def _fold(result: ScanResult, chunk: Chunk, name: str, file_no: int) -> None:
         if type(parsed) is Record:
             p = parsed
             packed = ((file_no << _OFFSET_BITS | at) << _LENGTH_BITS) | len(raw)
-            add(Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed))
+            rec = Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed)
+            add(rec)
+            if future_after is not None:
+                if p.ts > future_after:
+                    result.future.append((name, n, rec))
+                if not p.deleted:
+                    result.secrets += (SecretFinding(name, n, what) for what in record_secrets(raw))
         elif type(parsed) is Invalid:
             bad.append(BadLine(name, n, parsed.reason))
         elif type(parsed) is Header:

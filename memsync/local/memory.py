@@ -31,9 +31,10 @@ from memsync.core.view import Index
 from memsync.errors import InvalidRecord, SecretRefused, UnknownId
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import header_line, new_id, now_us
+from memsync.local.located import check_files
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
-from memsync.local.reading import CheckReport, MemoryView, check_files, prompt_of, view_of
+from memsync.local.reading import CheckReport, MemoryView, prompt_of, view_of
 from memsync.local.storage import (
     append_bytes,
     private_dirs,

@@ -12,11 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from memsync.core.clock import FUTURE_TOLERANCE
 from memsync.core.lines import BadLine, Header, Invalid, classify
 from memsync.core.prompt import PromptEntry, render_prompt
 from memsync.core.records import Record
-from memsync.core.secrets import record_secrets
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
 from memsync.errors import UnsupportedFormat
@@ -33,7 +31,6 @@ __all__ = [
     "MemoryView",
     "ScanResult",
     "SecretFinding",
-    "check_files",
     "is_header",
     "no_gc",
     "prompt_of",
@@ -64,6 +61,10 @@ class ScanResult:
     headers: list[Header] = field(default_factory=list)
     headerless: list[str] = field(default_factory=list)
     """Files whose first line is not a header: read all the same, with a warning (rule 2)."""
+    secrets: list[SecretFinding] = field(default_factory=list)
+    """Lines whose text looks like a credential (only when a check asked for them)."""
+    future: list[tuple[str, int, Record]] = field(default_factory=list)
+    """Records dated too far ahead: file, line, record (only when a check asked for them)."""
 
 
 def scan(
@@ -199,23 +200,6 @@ def view_of(paths: Sequence[Path], now: int | None = None) -> MemoryView:
     with no_gc():  # sorting a million live records allocates a million keys
         view: View = build_view(result.index, now_us() if now is None else now)
     return MemoryView(view.live, result.bad, view.twins, result.headerless)
-
-
-def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
-    """Bad lines, twins, credential-shaped text, and records more than 5 minutes ahead."""
-    limit = (now_us() if now is None else now) + FUTURE_TOLERANCE
-    found: list[SecretFinding] = []
-    future: list[tuple[str, int, Record]] = []
-
-    def visit(name: str, line: int, rec: Record) -> None:
-        if rec.ts > limit:
-            future.append((name, line, rec))
-        if not rec.deleted:
-            for what in record_secrets(rec.raw):
-                found.append(SecretFinding(name, line, what))
-
-    result = scan(paths, visit=visit)
-    return CheckReport(result.bad, list(result.index.twins), found, future)
 
 
 class _PromptFields(msgspec.Struct, gc=False):
