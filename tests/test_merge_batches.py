@@ -77,7 +77,11 @@ def test_a_merge_in_batches_gives_the_view_of_one_merge(
 
 
 def _source(tmp_path: Path, seed: int) -> Path:
+    """`_lines` twice over, with a bad line and a credential-shaped one in the middle."""
     lines = _lines(random.Random(seed), 600)
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "F6G7H8"  # a GitHub token's shape, not a real one
+    secret = {"id": "tok", "kind": "fact", "text": token, "created_at": format_ts(BASE)}
+    lines[300:300] = [b"{not json", json.dumps(secret).encode()]
     src = tmp_path / "src.jsonl"
     src.write_bytes(header_line(BASE) + b"".join(line + b"\n" for line in lines + lines))
     return src
@@ -107,6 +111,10 @@ def test_a_merge_in_partitions_by_id_gives_the_view_of_one_merge(
     assert len(written) - result.repeated == len(set(written))
     assert set(written) - set(whole.read_bytes().splitlines()) <= set(src.read_bytes().splitlines())
     assert result.duplicates == one.duplicates
+    # Reports name the source's own line numbers.
+    assert [b["line"] for b in result.bad] == [b["line"] for b in one.bad] == [302]
+    assert result.withheld == one.withheld
+    assert [w["line"] for w in one.withheld] == [303]  # its copy is the same line: once
     # Merging again appends nothing; the partitions' temporary files are gone.
     size = parted.stat().st_size
     assert memsync.local.merge.merge_files(parted, [src], now=BASE).appended == 0
@@ -147,13 +155,49 @@ def test_a_merge_in_partitions_survives_a_compaction_between_partitions(
     whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
     memsync.local.merge.merge_files(whole, [src], now=BASE)
     monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
-    compacted = []
+    compacted, calls = [], []
 
-    def compact_now(what: str, done: int, *_: int) -> None:
-        if what == "merge" and done in (3, 9) and parted.exists():
+    def compact_now(what: str, *_: int) -> None:
+        calls.append(what)
+        if calls.count("merge: partitions") in (3, 9) and what == "merge: partitions":
             compacted.append(compact_file(parted, now=BASE, quiet_seconds=0, grace_seconds=0))
 
     memsync.local.merge.merge_files(parted, [src], now=BASE, progress=compact_now)
     assert len(compacted) == 2
     assert _view_key(parted) == _view_key(whole)
     assert memsync.local.merge.merge_files(parted, [src], now=BASE).appended == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_indexed_merge_in_partitions_gives_the_view_of_one_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """The indexed merge of many lines goes in partitions by id too, and brings its index
+    up to date once at the end. Half the records are dated too far ahead at first: held
+    in the index, and offered again by the next merge, partitioned with the new lines."""
+    src = _source(tmp_path, seed)
+    more = b"".join(line + b"\n" for line in _lines(random.Random(seed + 50), 300))
+    whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
+    early = BASE - 86_400 * SECOND + 5_000 * SECOND  # records after BASE + 5000 s: held
+    state = tmp_path / "state-parted"
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    result = merge_indexed(parted, [src], state, now=early)
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 1 << 30)
+    first = merge_indexed(whole, [src], tmp_path / "state-whole", now=early)
+    assert first.held
+    assert len(result.held) == len(first.held)
+    # New lines arrive: the next merge offers the held lines again with them (in
+    # partitions, with a small enough size; in one batch for `whole`).
+    with src.open("ab") as f:
+        f.write(more)
+    merge_indexed(whole, [src], tmp_path / "state-whole", now=BASE)
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    second = merge_indexed(parted, [src], state, now=BASE)
+    assert second.appended > 0
+    assert not second.held  # every held record was offered again, and judged
+    assert _view_key(parted) == _view_key(whole)
+    # The index is up to date: merging again appends nothing, without and with it.
+    size = parted.stat().st_size
+    assert merge_indexed(parted, [src], state, now=BASE).appended == 0
+    assert memsync.local.merge.merge_files(parted, [src], now=BASE).appended == 0
+    assert parted.stat().st_size == size

@@ -193,16 +193,19 @@ class FileIndex(_Store):
             meta = Cursor(os.stat(self.path).st_ino, 0, 1, b"")
         offset, line = meta.offset, meta.line
         read = 0
-        rebuild = offset == 0
+        # In bulk (sorted inserts, and the id index made once at the end) when the lines to
+        # read outnumber, by their bytes, those indexed already: a first build, or a merge
+        # of partitions that brings the index up to date once (`merge_indexed`).
+        bulk = os.stat(self.path).st_size - offset > offset
         self._db.execute("BEGIN")
         try:
-            if rebuild:  # a bulk build: sorted inserts, and the id index made once at the end
+            if bulk:
                 self._db.execute("DROP INDEX IF EXISTS recs_id")
             for chunk in read_chunks(self.path, offset, line):
-                self._add_chunk(chunk, sort=rebuild)
+                self._add_chunk(chunk, sort=bulk)
                 read += chunk.end - chunk.start
                 offset, line = chunk.end, chunk.first_line + len(chunk.lines)
-            if rebuild:
+            if bulk:
                 self._db.execute(_RECS_INDEX)
             self._set_meta(cursor_at(self.path, offset, line))
             self._db.execute("COMMIT")

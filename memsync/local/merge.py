@@ -404,6 +404,10 @@ def merge_files(
     return total
 
 
+_PARTITIONS = "merge: partitions"
+"""The progress of a merge in partitions by id, once the lines are split."""
+
+
 def _merge_parted(
     dest: Path,
     sources: Sequence[Path],
@@ -417,17 +421,23 @@ def _merge_parted(
     without reading what the partitions before it appended."""
     private_dirs(dest.parent)  # the partitions' temporary files go beside `dest`
     count = -(-total_bytes // merge_parts.PART_BYTES)
-    parts = merge_parts.split_sources(sources, dest.parent, count, progress)
+    chunks = _source_chunks(sources, progress, total_bytes)
+    parts = merge_parts.split_chunks(chunks, dest.parent, count)
     try:
         total = MergeResult(dest=str(dest))
         digests = _DestDigests(dest)
         own = _OwnAppends()
-        for i, batch in enumerate(parts.batches()):
-            part = _merge_batch(digests, dest, batch, now, max_future, lock_timeout, own)
+        done = lines = 0
+        for partition in parts.batches():
+            part = _merge_batch(
+                digests, dest, partition.chunks, now, max_future, lock_timeout, own, partition
+            )
             _add_up(total, part, keep_records=False)
-            del batch, part  # freed before the next partition is read, not while
             if progress is not None:
-                progress("merge", i + 1, i + 1, count)
+                lines += len(partition)
+                done += partition.size()
+                progress(_PARTITIONS, lines, done, total_bytes)
+            del partition, part  # freed before the next partition is read, not while
         return total
     finally:
         parts.close()
@@ -448,9 +458,12 @@ def _merge_batch(
     max_future: int,
     lock_timeout: float,
     own: _OwnAppends | None = None,
+    partition: merge_parts.Partition | None = None,
 ) -> MergeResult:
     for _attempt in range(3):
         pending = _plan_batch(digests, dest, batch, now, max_future, own)
+        if partition is not None:
+            partition.renumber(pending.plan)
         try:
             result = apply_merge(pending, lock_timeout=lock_timeout)
         except _Replanned:
@@ -677,18 +690,99 @@ def merge_indexed(
     """
     with FileIndex(dest, index_path(state_dir, dest)) as index:
         ends: dict[str, Cursor] = {}
-        result = merge_chunks(
-            index,
-            _cursor_chunks(index, sources, ends, progress),
-            now=now,
-            max_future=max_future,
-            dry_run=dry_run,
-            lock_timeout=lock_timeout,
-        )
+        chunks = _cursor_chunks(index, sources, ends, progress)
+        unread = _unread_bytes(index, sources)
+        if not dry_run and unread > merge_parts.PART_BYTES:
+            result = _merge_indexed_parted(
+                index, chunks, unread, now, max_future, lock_timeout, progress
+            )
+        else:
+            result = merge_chunks(
+                index,
+                chunks,
+                now=now,
+                max_future=max_future,
+                dry_run=dry_run,
+                lock_timeout=lock_timeout,
+            )
         if not dry_run:
             for key, cursor in ends.items():
                 index.set_cursor(key, cursor)
     return result
+
+
+def _unread_bytes(index: FileIndex, sources: Sequence[Path]) -> int:
+    """How many bytes of `sources` a merge into `index`'s file has not read yet."""
+    unread = 0
+    for path in sources:
+        cursor = index.cursor(os.path.realpath(path))
+        valid = cursor is not None and cursor_valid(path, cursor)
+        unread += max(0, _size(path) - (cursor.offset if cursor is not None and valid else 0))
+    return unread
+
+
+def _merge_indexed_parted(
+    index: FileIndex,
+    chunks: Iterable[tuple[str, int, list[bytes]]],
+    total_bytes: int,
+    at: int | None,
+    max_future: int,
+    lock_timeout: float,
+    progress: Progress | None,
+) -> MergeResult:
+    """`merge_chunks` of many lines: split by id (`merge_parts`), each partition judged
+    against the index as it was before the merge (a partition's ids have no line among
+    those the partitions before it appended: only their superseding lines count, rule 10,
+    and those are kept), the index brought up to date once at the end, in bulk."""
+    dest = index.path
+    now = now_us() if at is None else at
+    total = MergeResult(dest=str(dest))
+    with file_lock(dest, lock_timeout):
+        index.refresh()
+        held_before = [(s, n, [raw]) for s, n, raw in index.held()]
+        private_dirs(dest.parent)  # the partitions' temporary files go beside `dest`
+        count = -(-total_bytes // merge_parts.PART_BYTES)
+        parts = merge_parts.split_chunks(itertools.chain(held_before, chunks), dest.parent, count)
+        try:
+            held: list[tuple[str, int, bytes]] = []
+            superseding: list[bytes] = []
+            done = lines = 0
+
+            def relevant(need: Relevant) -> Index:
+                found = index.relevant(need.incoming.ids, need.targets)
+                if need.targets and superseding:
+                    relevant_index(superseding, set(), need.targets, into=found, source=str(dest))
+                return found
+
+            for partition in parts.batches():
+                with no_gc():
+                    steps = merge_steps(partition.chunks, now, max_future)
+                    plan = _drive(steps, [index.intersection], relevant)
+                partition.renumber(plan)
+                _add_up(
+                    total,
+                    _result(PendingMerge(dest, plan, 0, 0), dry_run=False),
+                    keep_records=False,
+                )
+                held += [(h.source, h.line, h.record.raw) for h in plan.held]
+                data = plan.data()
+                if data:
+                    append_bytes(dest, data, header=header_line(now))
+                superseding += [
+                    r.raw
+                    for r in itertools.chain(plan.append, plan.repeated)
+                    if r.supersedes is not None and not r.deleted
+                ]
+                if progress is not None:
+                    lines += len(partition)
+                    done += partition.size()
+                    progress(_PARTITIONS, lines, done, total_bytes)
+                del partition, plan
+            index.refresh()  # once, for every partition's lines
+            index.set_held(held)
+        finally:
+            parts.close()
+    return total
 
 
 BATCH_LINES = 50_000

@@ -13,28 +13,55 @@ and line number, so that bad lines and withheld records are reported where they 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from memsync.core.lines import classify
-from memsync.core.merge import quick_id
+from memsync.core.lines import BadLine, classify
+from memsync.core.merge import Held, MergePlan, Withheld, quick_id
 from memsync.core.records import Record
 from memsync.local.compaction_parts import Spill
-from memsync.local.progress import Progress
-from memsync.local.storage import read_chunks
 
-__all__ = ["PART_BYTES", "Parts", "split_sources"]
+__all__ = ["PART_BYTES", "Partition", "Parts", "split_chunks"]
 
 PART_BYTES = 16 * 1024 * 1024
 """Sources larger than this together are merged in partitions of about this many bytes
 (a partition's lines, parsed, take a few times their size)."""
 
 
+@dataclass
+class Partition:
+    """One partition's lines: a chunk per source, numbered from 0 (what `merge_steps`
+    takes), and the line number in its source of each (`renumber` puts them back in the
+    plan's reports)."""
+
+    chunks: list[tuple[str, int, list[bytes]]]
+    numbers: dict[str, list[int]]
+
+    def __len__(self) -> int:
+        return sum(len(lines) for _, _, lines in self.chunks)
+
+    def size(self) -> int:
+        """The lines' bytes, with their "\\n"."""
+        return sum(len(raw) + 1 for _, _, lines in self.chunks for raw in lines)
+
+    def renumber(self, plan: MergePlan) -> None:
+        """Give the reports of `plan` (bad lines, held and withheld records) the line
+        numbers of their sources."""
+        at = self.numbers
+        plan.bad = [BadLine(b.file, at[b.file][b.line], b.reason) for b in plan.bad]
+        plan.held = [Held(h.source, at[h.source][h.line], h.record) for h in plan.held]
+        plan.withheld = [
+            Withheld(w.source, at[w.source][w.line], w.id, w.kinds) for w in plan.withheld
+        ]
+
+
 class Parts:
     """Incoming lines split by id into temporary files; close it when done."""
 
-    def __init__(self, folder: Path, count: int, names: Sequence[str]) -> None:
-        self.names = list(names)
+    def __init__(self, folder: Path, count: int) -> None:
+        self.names: list[str] = []
+        self._numbers: dict[str, int] = {}
         self.spills: list[Spill] = []
         try:
             for _ in range(count):
@@ -43,50 +70,51 @@ class Parts:
             self.close()
             raise
 
-    def add(self, rid: str, source: int, line_no: int, raw: bytes) -> None:
-        self.spills[hash(rid) % len(self.spills)].add(b"%d %d " % (source, line_no) + raw)
+    def add(self, rid: str, source: str, line_no: int, raw: bytes) -> None:
+        number = self._numbers.get(source)
+        if number is None:
+            number = self._numbers[source] = len(self.names)
+            self.names.append(source)
+        self.spills[hash(rid) % len(self.spills)].add(b"%d %d " % (number, line_no) + raw)
 
-    def batches(self) -> Iterator[list[tuple[str, int, list[bytes]]]]:
-        """Each partition's lines as chunks of one line (source name, line number, [line]),
-        the partition's file closed once it is read."""
+    def batches(self) -> Iterator[Partition]:
+        """Each partition's lines, the partition's file closed once it is read."""
         for spill in self.spills:
-            batch = []
-            for lines in spill.chunks():
-                for line in lines:
+            lines: dict[int, list[bytes]] = {}
+            numbers: dict[int, list[int]] = {}
+            for block in spill.chunks():
+                for line in block:
                     source, line_no, raw = line.split(b" ", 2)
-                    batch.append((self.names[int(source)], int(line_no), [raw]))
+                    key = int(source)
+                    if key not in lines:
+                        lines[key], numbers[key] = [], []
+                    lines[key].append(raw)
+                    numbers[key].append(int(line_no))
             spill.close()
-            yield batch
+            yield Partition(
+                [(self.names[k], 0, v) for k, v in lines.items()],
+                {self.names[k]: v for k, v in numbers.items()},
+            )
 
     def close(self) -> None:
         for spill in self.spills:
             spill.close()
 
 
-def split_sources(
-    paths: Sequence[Path], folder: Path, count: int, progress: Progress | None = None
-) -> Parts:
-    """Read `paths` once, splitting their lines by id into `count` temporary files in
-    `folder`. A line with no id (blank, header, bad) goes with the id "": the merge
-    reports it from there. Raises OSError naming a file, and UnsupportedFormat (rule 2).
-    """
-    parts = Parts(folder, count, [str(p) for p in paths])
-    total = sum(p.stat().st_size for p in paths)
-    done = lines = 0
+def split_chunks(chunks: Iterable[tuple[str, int, list[bytes]]], folder: Path, count: int) -> Parts:
+    """Split lines (chunks: source name, first line number, lines) by id into `count`
+    temporary files in `folder`. A line with no id (blank, header, bad) goes with the id
+    "": the merge reports it from there. Raises what reading `chunks` raises, and
+    UnsupportedFormat (rule 2)."""
+    parts = Parts(folder, count)
     try:
-        for source, path in enumerate(paths):
-            name = str(path)
-            for chunk in read_chunks(path):
-                for n, raw in enumerate(chunk.lines, chunk.first_line):
-                    rid = quick_id(raw)
-                    if rid is None:
-                        parsed = classify(raw, source=name, line_no=n)
-                        rid = parsed.id if type(parsed) is Record else ""
-                    parts.add(rid, source, n, raw)
-                if progress is not None:
-                    done += chunk.end - chunk.start
-                    lines += len(chunk.lines)
-                    progress("merge: splitting", lines, done, total)
+        for name, first, lines in chunks:
+            for n, raw in enumerate(lines, first):
+                rid = quick_id(raw)
+                if rid is None:
+                    parsed = classify(raw, source=name, line_no=n)
+                    rid = parsed.id if type(parsed) is Record else ""
+                parts.add(rid, name, n, raw)
     except BaseException:
         parts.close()
         raise
