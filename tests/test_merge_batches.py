@@ -201,3 +201,38 @@ def test_an_indexed_merge_in_partitions_gives_the_view_of_one_merge(
     assert merge_indexed(parted, [src], state, now=BASE).appended == 0
     assert memsync.local.merge.merge_files(parted, [src], now=BASE).appended == 0
     assert parted.stat().st_size == size
+
+
+def test_a_few_new_lines_among_known_ones_are_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas that share most lines: only the lines the destination lacks are
+    split, and so few go in one batch, which reads the destination once (one batch per
+    partition would read it once each)."""
+    src = _source(tmp_path, 7)
+    dest = tmp_path / "dest.jsonl"
+    dest.write_bytes(src.read_bytes())
+    rng = random.Random(8)
+    with src.open("ab") as f:  # a few new versions, of ids all over the partitions
+        for i in range(30):
+            obj = {
+                "id": f"id{i:03d}",
+                "kind": "fact",
+                "text": f"new {i}",
+                "created_at": format_ts(BASE + (20_000 + rng.randrange(1000)) * SECOND),
+            }
+            f.write(json.dumps(obj).encode() + b"\n")
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    read = []
+    real = memsync.local.merge._chunks_outside
+
+    def counted(path: Path, skip: list[tuple[int, int]]) -> Iterator[Chunk]:
+        for chunk in real(path, skip):
+            read.append(chunk.end - chunk.start)
+            yield chunk
+
+    monkeypatch.setattr(memsync.local.merge, "_chunks_outside", counted)
+    result = memsync.local.merge.merge_files(dest, [src], now=BASE)
+    assert result.appended > 0
+    assert result.duplicates >= 1200  # the shared lines, counted, not split
+    assert sum(read) <= 2 * dest.stat().st_size  # the records' ask, and the targets' one

@@ -422,10 +422,11 @@ def _merge_parted(
     private_dirs(dest.parent)  # the partitions' temporary files go beside `dest`
     count = -(-total_bytes // merge_parts.PART_BYTES)
     chunks = _source_chunks(sources, progress, total_bytes)
-    parts = merge_parts.split_chunks(chunks, dest.parent, count)
+    digests = _DestDigests(dest)
+    digests.refresh()
+    parts = merge_parts.split_chunks(chunks, dest.parent, count, digests.digests.intersection)
     try:
-        total = MergeResult(dest=str(dest))
-        digests = _DestDigests(dest)
+        total = MergeResult(dest=str(dest), duplicates=parts.known)
         own = _OwnAppends()
         done = lines = 0
         for partition in parts.batches():
@@ -742,7 +743,9 @@ def _merge_indexed_parted(
         held_before = [(s, n, [raw]) for s, n, raw in index.held()]
         private_dirs(dest.parent)  # the partitions' temporary files go beside `dest`
         count = -(-total_bytes // merge_parts.PART_BYTES)
-        parts = merge_parts.split_chunks(itertools.chain(held_before, chunks), dest.parent, count)
+        lines_in = itertools.chain(held_before, chunks)
+        parts = merge_parts.split_chunks(lines_in, dest.parent, count, index.intersection)
+        total.duplicates = parts.known
         try:
             held: list[tuple[str, int, bytes]] = []
             superseding: list[bytes] = []

@@ -13,12 +13,12 @@ and line number, so that bad lines and withheld records are reported where they 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.core.lines import BadLine, classify
-from memsync.core.merge import Held, MergePlan, Withheld, quick_id
+from memsync.core.merge import Held, MergePlan, Withheld, line_digest, quick_id
 from memsync.core.records import Record
 from memsync.local.compaction_parts import Spill
 
@@ -60,6 +60,10 @@ class Parts:
     """Incoming lines split by id into temporary files; close it when done."""
 
     def __init__(self, folder: Path, count: int) -> None:
+        self.known = 0
+        """Lines the destination held already, not split."""
+        self.bytes = 0
+        """The bytes of the lines split (with their "\\n")."""
         self.names: list[str] = []
         self._numbers: dict[str, int] = {}
         self.spills: list[Spill] = []
@@ -71,6 +75,7 @@ class Parts:
             raise
 
     def add(self, rid: str, source: str, line_no: int, raw: bytes) -> None:
+        self.bytes += len(raw) + 1
         number = self._numbers.get(source)
         if number is None:
             number = self._numbers[source] = len(self.names)
@@ -78,19 +83,24 @@ class Parts:
         self.spills[hash(rid) % len(self.spills)].add(b"%d %d " % (number, line_no) + raw)
 
     def batches(self) -> Iterator[Partition]:
-        """Each partition's lines, the partition's file closed once it is read."""
-        for spill in self.spills:
+        """The partitions' lines, each temporary file closed once it is read. Partitions
+        go together until they hold about `PART_BYTES` (a partition by id is any set of
+        them): lines the destination lacks may be few, and each batch costs a read of
+        the destination (`memsync.local.merge`)."""
+        group = max(1, len(self.spills) * PART_BYTES // max(1, self.bytes))
+        for start in range(0, len(self.spills), group):
             lines: dict[int, list[bytes]] = {}
             numbers: dict[int, list[int]] = {}
-            for block in spill.chunks():
-                for line in block:
-                    source, line_no, raw = line.split(b" ", 2)
-                    key = int(source)
-                    if key not in lines:
-                        lines[key], numbers[key] = [], []
-                    lines[key].append(raw)
-                    numbers[key].append(int(line_no))
-            spill.close()
+            for spill in self.spills[start : start + group]:
+                for block in spill.chunks():
+                    for line in block:
+                        source, line_no, raw = line.split(b" ", 2)
+                        key = int(source)
+                        if key not in lines:
+                            lines[key], numbers[key] = [], []
+                        lines[key].append(raw)
+                        numbers[key].append(int(line_no))
+                spill.close()
             yield Partition(
                 [(self.names[k], 0, v) for k, v in lines.items()],
                 {self.names[k]: v for k, v in numbers.items()},
@@ -101,20 +111,33 @@ class Parts:
             spill.close()
 
 
-def split_chunks(chunks: Iterable[tuple[str, int, list[bytes]]], folder: Path, count: int) -> Parts:
-    """Split lines (chunks: source name, first line number, lines) by id into `count`
-    temporary files in `folder`. A line with no id (blank, header, bad) goes with the id
-    "": the merge reports it from there. Raises what reading `chunks` raises, and
-    UnsupportedFormat (rule 2)."""
+def split_chunks(
+    chunks: Iterable[tuple[str, int, list[bytes]]],
+    folder: Path,
+    count: int,
+    known: Callable[[list[int]], Collection[int]],
+) -> Parts:
+    """Split the lines (chunks: source name, first line number, lines) that the
+    destination lacks by id into `count` temporary files in `folder`; `known(digests)`
+    says which the destination holds (they are counted in `Parts.known`, not split: a
+    merge of two replicas that share most lines splits only the few they do not).
+
+    A line with no id (blank, header, bad) goes with the id "": the merge reports it from
+    there. Raises what reading `chunks` raises, and UnsupportedFormat (rule 2)."""
     parts = Parts(folder, count)
     try:
         for name, first, lines in chunks:
-            for n, raw in enumerate(lines, first):
+            digests = list(map(line_digest, lines))
+            held = known(digests)
+            for i, raw in enumerate(lines):
+                if held and digests[i] in held:
+                    parts.known += 1
+                    continue
                 rid = quick_id(raw)
                 if rid is None:
-                    parsed = classify(raw, source=name, line_no=n)
+                    parsed = classify(raw, source=name, line_no=first + i)
                     rid = parsed.id if type(parsed) is Record else ""
-                parts.add(rid, name, n, raw)
+                parts.add(rid, name, first + i, raw)
     except BaseException:
         parts.close()
         raise
