@@ -74,8 +74,8 @@ def _in_two_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         forks.append(1)
         real(*args)
 
-    monkeypatch.setattr(memsync.local.fold_halves, "PARALLEL_BYTES", 1)
-    monkeypatch.setattr(memsync.local.located, "fold_in_halves", counted)
+    monkeypatch.setattr(memsync.local.located, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(memsync.local.fold_halves, "fold_in_halves", counted)
     return forks
 
 

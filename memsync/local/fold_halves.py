@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import msgspec
 
@@ -27,17 +27,12 @@ from memsync.core.lines import BadLine, Header
 from memsync.core.records import Located
 from memsync.local.reading import ScanResult, SecretFinding
 
-__all__ = ["PARALLEL_BYTES", "Span", "fold_in_halves", "halves"]
-
-PARALLEL_BYTES = 16 * 1024 * 1024
-"""Files smaller than this together are folded in one process: forking and sending the
-summary back would cost more than it saves."""
+__all__ = ["Span", "fold_in_halves", "halves"]
 
 _BLOCK = 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
     """Bytes `start` to `stop` (None: to the end) of file `file_no`, whose first line is
     line `first_line` (0: not known yet; the child counts it)."""
 
@@ -45,6 +40,11 @@ class Span:
     start: int
     stop: int | None
     first_line: int
+
+
+Fold = Callable[[ScanResult, int, int, int | None, int], None]
+"""Folds bytes `start` to `stop` of file `file_no`, starting at line `first_line`, into a
+`ScanResult`."""
 
 
 class _Rest(msgspec.Struct, gc=False):
@@ -69,11 +69,11 @@ _decode_rest = msgspec.msgpack.Decoder(_Rest).decode
 
 def halves(fds: Sequence[int]) -> tuple[list[Span], list[Span]] | None:
     """The files of `fds` cut in two halves of about equal bytes at a line boundary, or
-    None when they are too small to be worth two processes, or a second one cannot be
-    forked safely (another thread runs: a fork copies only the calling one)."""
+    None when a second process cannot be forked safely (another thread runs: a fork
+    copies only the calling one) or would not run on a core of its own."""
     sizes = [os.fstat(fd).st_size for fd in fds]
     total = sum(sizes)
-    if total < PARALLEL_BYTES or not hasattr(os, "fork") or threading.active_count() > 1:
+    if not hasattr(os, "fork") or threading.active_count() > 1:
         return None
     if (os.cpu_count() or 1) < 2:
         return None
@@ -120,11 +120,11 @@ def fold_in_halves(
     fds: Sequence[int],
     first: list[Span],
     second: list[Span],
-    fold: Callable[[ScanResult, Span], None],
+    fold: Fold,
 ) -> None:
     """Fold `first` into `result` here and `second` in a forked child, then the child's
-    summary into `result`; `fold(result, span)` folds one span. If the child fails, the
-    second half is folded here."""
+    summary into `result`; `fold(result, file_no, start, stop, first_line)` folds one span.
+    If the child fails, the second half is folded here."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: fold, send, and leave without running anything of the parent's
@@ -134,7 +134,7 @@ def fold_in_halves(
             half = ScanResult()
             half.index.line = result.index.line  # ties read lines from the same files
             for span in second:
-                fold(half, _numbered(span, fds))
+                fold(half, *_numbered(span, fds))
             _send(write_end, half)
             code = 0
         finally:
@@ -143,7 +143,7 @@ def fold_in_halves(
     records = result.index.records
     try:
         for span in first:
-            fold(result, span)
+            fold(result, *span)
         records = result.index.records
         done = _receive(result, read_end)
     except BaseException:
@@ -159,7 +159,7 @@ def fold_in_halves(
     # lines, at the same places) but the count of records, set back here.
     result.index.records = records
     for span in second:  # here, so that an error is raised as it is
-        fold(result, _numbered(span, fds))
+        fold(result, *_numbered(span, fds))
 
 
 def _numbered(span: Span, fds: Sequence[int]) -> Span:

@@ -27,7 +27,6 @@ from memsync.core.records import Located, Record
 from memsync.core.secrets import record_secrets
 from memsync.core.view import build_view
 from memsync.local.drain import recover_after_crash
-from memsync.local.fold_halves import Span, fold_in_halves, halves
 from memsync.local.fresh import now_us
 from memsync.local.reading import CheckReport, ScanResult, SecretFinding, is_header, no_gc
 from memsync.local.storage import Chunk, errors_named, open_for_reading, read_chunks_fd
@@ -36,6 +35,9 @@ __all__ = ["LocatedView", "check_files", "located_view"]
 
 _CHUNK_BYTES = 1024 * 1024
 """The first pass reads 1 MiB at a time: the chunk's lines are alive only while folded."""
+PARALLEL_BYTES = 16 * 1024 * 1024
+"""Files this large together are folded in two processes (`fold_halves`); smaller ones
+in one: forking and sending the summary back would cost more than it saves."""
 _RUN_BYTES = 1024 * 1024
 """The second pass reads at most this much with one `pread` (a run of adjacent lines)."""
 
@@ -173,24 +175,24 @@ def _first_pass(paths: Sequence[Path], future_after: int | None) -> LocatedView:
             recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
             view._fds.append(open_for_reading(path))
 
-        def fold(result: ScanResult, span: Span) -> None:
-            path = view.paths[span.file_no]
+        def fold(result: ScanResult, file_no: int, start: int, stop: int | None, line: int) -> None:
+            path = view.paths[file_no]
             with errors_named(path):
                 chunks = read_chunks_fd(
-                    view._fds[span.file_no],
-                    span.start,
-                    span.first_line,
-                    span.stop,
-                    chunk_bytes=_CHUNK_BYTES,
+                    view._fds[file_no], start, line, stop, chunk_bytes=_CHUNK_BYTES
                 )
                 for chunk in chunks:
-                    _fold(result, chunk, str(path), span.file_no, future_after)
+                    _fold(result, chunk, str(path), file_no, future_after)
 
         with no_gc():  # a million records hold no cycles
-            cut = halves(view._fds)
+            cut = None
+            if sum(os.fstat(fd).st_size for fd in view._fds) >= PARALLEL_BYTES:
+                from memsync.local.fold_halves import fold_in_halves, halves  # (start-up)
+
+                cut = halves(view._fds)
             if cut is None:
                 for file_no in range(len(view.paths)):
-                    fold(view.scan, Span(file_no, 0, None, 1))
+                    fold(view.scan, file_no, 0, None, 1)
             else:
                 fold_in_halves(view.scan, view._fds, *cut, fold)
     except BaseException:
