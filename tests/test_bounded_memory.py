@@ -188,6 +188,18 @@ def test_the_view_of_300k_records_fits_in_bounded_memory(tmp_path: Path, memory_
     assert len(shown) == len(view_of([memory_300k]).records) > 200_000
 
 
+def test_the_prompt_of_300k_records_fits_in_bounded_memory(
+    tmp_path: Path, memory_300k: Path
+) -> None:
+    """The block holds a few dozen entries: only those are held, the others counted
+    (before, every matching entry's text was: 213 MB of resident memory at 300k)."""
+    args = ["prompt", "--scope", "github.com", "--max-chars", "2000", str(memory_300k)]
+    done = _run_limited(args, dict(os.environ), _VIEW_LIMIT_MB)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("# Memory\n")
+    assert "lower-confidence entries left out to fit the budget" in done.stdout
+
+
 def _keys(path: Path) -> list[tuple[str, int]]:
     return [(r.id, r.ts) for r in view_of([path], NOW).records]
 

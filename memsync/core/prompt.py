@@ -8,7 +8,15 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PROMPT_KIND_ORDER", "PromptEntry", "fold", "render_prompt", "scope_matches"]
+__all__ = [
+    "PROMPT_KIND_ORDER",
+    "PromptEntry",
+    "drop_rank",
+    "fold",
+    "kept_at_most",
+    "render_prompt",
+    "scope_matches",
+]
 
 PROMPT_KIND_ORDER = ("preference", "avoid", "lesson", "fact", "source")
 """The fixed order of the groups: how the person wants things and what to skip come first."""
@@ -86,7 +94,11 @@ def _order(e: PromptEntry) -> tuple[int, bool, float, int, str]:
 
 
 def render_prompt(
-    entries: Iterable[PromptEntry], scope: str | None = None, max_chars: int | None = None
+    entries: Iterable[PromptEntry],
+    scope: str | None = None,
+    max_chars: int | None = None,
+    *,
+    more: int = 0,
 ) -> str:
     """Render the memory block for a task in `scope`.
 
@@ -100,8 +112,19 @@ def render_prompt(
     Cost with `max_chars`: one sort of the matching entries by drop order, then lines
     rendered only for the entries kept (and the few needed to see where the budget ends):
     a 2,000-character block of a 100k-entry memory renders a few dozen lines.
+
+    `more` (with `max_chars`): how many further entries match `scope` and come before all
+    of `entries` in drop order (`drop_rank`). No block holds more than
+    `kept_at_most(max_chars)` entries, so a caller may pass only that many of the last to
+    drop, and count the others here, as left out: the block is the same (the memory of
+    a million entries need not be held to render a few dozen).
+
+    Raises:
+        ValueError: `more` with fewer matching entries than `kept_at_most(max_chars)`.
     """
     matching = [e for e in entries if scope_matches(e.scope, scope)]
+    if more and (max_chars is None or len(matching) < kept_at_most(max_chars)):
+        raise ValueError("`more` needs max_chars and kept_at_most(max_chars) entries")
     if max_chars is None:
         chosen = sorted(matching, key=_order)
         return _render(chosen, [_line(e) for e in chosen], 0)
@@ -112,7 +135,7 @@ def render_prompt(
     # goes, the count's line grows by 1 at most), so the first entry that does not fit
     # ends the walk; only keeping all of them (no "left out" line) can fit again.
     keep_order = sorted(matching, key=_drop_key, reverse=True)
-    n = len(keep_order)
+    n = len(keep_order) + more
     kept: list[PromptEntry] = []
     lines: dict[int, str] = {}
     headings: set[str] = set()
@@ -124,8 +147,8 @@ def render_prompt(
         left = n - k
         tail = len(_left_out(left)) + 1 if left else 0
         if len(_HEAD) + grown + tail > max_chars:
-            if left == 0 or not _rest_fits(keep_order[k - 1 :], headings, body, max_chars):
-                break
+            if left == 0 or more or not _rest_fits(keep_order[k - 1 :], headings, body, max_chars):
+                break  # with `more`, everything is more than `kept_at_most`: it cannot fit
             kept = keep_order  # everything fits, with no "left out" line
             lines = {id(x): _line(x) for x in kept}
             break
@@ -152,7 +175,19 @@ def _rest_fits(rest: Sequence[PromptEntry], headings: set[str], body: int, limit
 
 
 def _drop_key(e: PromptEntry) -> tuple[float, bool, int, str]:
-    return (e.confidence, e.user, e.ts, e.id)
+    return drop_rank(e.confidence, e.user, e.ts, e.id)
+
+
+def drop_rank(confidence: float, user: bool, ts: int, rid: str) -> tuple[float, bool, int, str]:
+    """Where an entry comes in the order the budget drops entries (lowest first): lower
+    confidence, then inferred before the person's, then older, then by id."""
+    return (confidence, user, ts, rid)
+
+
+def kept_at_most(max_chars: int) -> int:
+    """More entries than a block of `max_chars` characters can hold: each takes at least
+    3 ("- " and its newline, the text may be empty)."""
+    return max(0, max_chars) // 3 + 1
 
 
 _HEAD = "# Memory\n"

@@ -4,6 +4,7 @@ prompt block (SEMANTICS rules 1 to 12). Reads only; writes are `memory.py`'s."""
 from __future__ import annotations
 
 import gc
+import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -13,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from memsync.core.lines import BadLine, Header, Invalid, classify
-from memsync.core.prompt import PromptEntry, render_prompt
+from memsync.core.prompt import (
+    PromptEntry,
+    drop_rank,
+    kept_at_most,
+    render_prompt,
+    scope_matches,
+)
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
@@ -215,6 +222,17 @@ class _PromptFields(msgspec.Struct, gc=False):
 _decode_prompt_fields = msgspec.json.Decoder(_PromptFields).decode
 
 
+class _PromptRank(msgspec.Struct, gc=False):
+    """What deciding whether an entry can be in the block takes: its scope, and its
+    confidence for the budget's order (the text is skipped, not decoded)."""
+
+    scope: str = "global"
+    confidence: float = 1.0
+
+
+_decode_prompt_rank = msgspec.json.Decoder(_PromptRank).decode
+
+
 def prompt_of(
     records: Iterable[Record],
     scope: str | None,
@@ -222,15 +240,41 @@ def prompt_of(
     lines: Iterable[bytes] | None = None,
 ) -> str:
     """`render_prompt` over live records; `lines` are their lines, in order, when the
-    records do not hold them (`Located`)."""
-    entries = []
+    records do not hold them (`Located`).
+
+    With `max_chars`, only the `kept_at_most(max_chars)` matching entries the budget
+    would drop last are decoded whole and held (a heap); the others are counted (the
+    `more` of `render_prompt`): the block of a million entries holds a few dozen."""
     raws = (rec.raw for rec in records) if lines is None else lines
+    if max_chars is None:
+        entries = [
+            _prompt_entry(rec, raw)
+            for rec, raw in zip(records, raws, strict=True)
+            if not rec.deleted
+        ]
+        return render_prompt(entries, scope, max_chars)
+    limit = kept_at_most(max_chars)
+    best: list[tuple[tuple[float, bool, int, str], bytes, Record]] = []
+    matching = 0
     for rec, raw in zip(records, raws, strict=True):
         if rec.deleted:
             continue
-        f = _decode_prompt_fields(raw)
-        entries.append(PromptEntry(rec.id, f.kind, f.text, f.scope, rec.user, f.confidence, rec.ts))
-    return render_prompt(entries, scope, max_chars)
+        f = _decode_prompt_rank(raw)
+        if not scope_matches(f.scope, scope):
+            continue
+        matching += 1
+        rank = drop_rank(f.confidence, rec.user, rec.ts, rec.id)  # unique: one record an id
+        if len(best) < limit:
+            heapq.heappush(best, (rank, raw, rec))
+        elif rank > best[0][0]:
+            heapq.heapreplace(best, (rank, raw, rec))
+    entries = [_prompt_entry(rec, raw) for _, raw, rec in best]
+    return render_prompt(entries, scope, max_chars, more=matching - len(entries))
+
+
+def _prompt_entry(rec: Record, raw: bytes) -> PromptEntry:
+    f = _decode_prompt_fields(raw)
+    return PromptEntry(rec.id, f.kind, f.text, f.scope, rec.user, f.confidence, rec.ts)
 
 
 @dataclass

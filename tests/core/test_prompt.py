@@ -8,7 +8,14 @@ import re
 
 import pytest
 
-from memsync.core.prompt import PROMPT_KIND_ORDER, PromptEntry, render_prompt, scope_matches
+from memsync.core.prompt import (
+    PROMPT_KIND_ORDER,
+    PromptEntry,
+    drop_rank,
+    kept_at_most,
+    render_prompt,
+    scope_matches,
+)
 from memsync.core.records import KINDS
 
 
@@ -322,3 +329,23 @@ def test_the_budget_keeps_what_dropping_the_lowest_one_by_one_keeps(
     entries: list[PromptEntry], scope: str | None, max_chars: int
 ) -> None:
     assert render_prompt(entries, scope, max_chars) == _reference(entries, scope, max_chars)
+
+
+@given(_entries, st.sampled_from([None, "github.com"]), st.integers(0, 120))
+def test_the_last_entries_to_drop_and_a_count_give_the_same_block(
+    entries: list[PromptEntry], scope: str | None, max_chars: int
+) -> None:
+    """Property: passing only the `kept_at_most(max_chars)` entries dropped last, with
+    the others counted in `more`, renders the block all of them render."""
+    matching = [e for e in entries if scope_matches(e.scope, scope)]
+    limit = kept_at_most(max_chars)
+    top = sorted(matching, key=lambda e: drop_rank(e.confidence, e.user, e.ts, e.id))[-limit:]
+    more = len(matching) - len(top)
+    assert render_prompt(top, scope, max_chars, more=more) == render_prompt(
+        entries, scope, max_chars
+    )
+
+
+def test_more_without_enough_entries_is_refused() -> None:
+    with pytest.raises(ValueError, match="kept_at_most"):
+        render_prompt([e("a", "x")], max_chars=30, more=5)
