@@ -122,15 +122,9 @@ def test_a_merge_in_partitions_by_id_gives_the_view_of_one_merge(
     assert not [p.name for p in tmp_path.iterdir() if "spill" in p.name]
 
 
-def test_a_merge_in_partitions_does_not_read_what_it_appended(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Into an empty file, each partition's plan reads none of what the partitions before
-    it appended (in arrival order, each batch read the whole growing file again)."""
-    src = _source(tmp_path, 6)
-    dest = tmp_path / "dest.jsonl"
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
-    read = []
+def _reads_of_the_destination(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the chunks merge plans read of their destination, as they read them."""
+    read: list[int] = []
     real = memsync.local.merge._chunks_outside
 
     def counted(path: Path, skip: list[tuple[int, int]]) -> Iterator[Chunk]:
@@ -139,6 +133,18 @@ def test_a_merge_in_partitions_does_not_read_what_it_appended(
             yield chunk
 
     monkeypatch.setattr(memsync.local.merge, "_chunks_outside", counted)
+    return read
+
+
+def test_a_merge_in_partitions_does_not_read_what_it_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into an empty file, each partition's plan reads none of what the partitions before
+    it appended (in arrival order, each batch read the whole growing file again)."""
+    src = _source(tmp_path, 6)
+    dest = tmp_path / "dest.jsonl"
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    read = _reads_of_the_destination(monkeypatch)
     memsync.local.merge.merge_files(dest, [src], now=BASE)
     parts = -(-src.stat().st_size // 4096)
     header = len(dest.read_bytes().split(b"\n", 1)[0]) + 1
@@ -223,15 +229,7 @@ def test_a_few_new_lines_among_known_ones_are_one_batch(
             }
             f.write(json.dumps(obj).encode() + b"\n")
     monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
-    read = []
-    real = memsync.local.merge._chunks_outside
-
-    def counted(path: Path, skip: list[tuple[int, int]]) -> Iterator[Chunk]:
-        for chunk in real(path, skip):
-            read.append(chunk.end - chunk.start)
-            yield chunk
-
-    monkeypatch.setattr(memsync.local.merge, "_chunks_outside", counted)
+    read = _reads_of_the_destination(monkeypatch)
     result = memsync.local.merge.merge_files(dest, [src], now=BASE)
     assert result.appended > 0
     assert result.duplicates >= 1200  # the shared lines, counted, not split
