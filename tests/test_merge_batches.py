@@ -15,6 +15,7 @@ import memsync.local.merge_parts
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.local.compaction import compact_file
+from memsync.local.compaction_parts import Spill
 from memsync.local.fresh import header_line
 from memsync.local.merge import merge_indexed
 from memsync.local.reading import view_of
@@ -234,3 +235,25 @@ def test_a_few_new_lines_among_known_ones_are_one_batch(
     assert result.appended > 0
     assert result.duplicates >= 1200  # the shared lines, counted, not split
     assert sum(read) <= 2 * dest.stat().st_size  # the records' ask, and the targets' one
+
+
+def test_partitions_grow_past_the_most_files_a_merge_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `MAX_PARTS` partitions (each an open temporary file), partitions grow."""
+    src = _source(tmp_path, 9)
+    whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
+    memsync.local.merge.merge_files(whole, [src], now=BASE)
+    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 64)  # thousands of parts
+    monkeypatch.setattr(memsync.local.merge_parts, "MAX_PARTS", 3)
+    opened = []
+    real = Spill
+
+    def spill(folder: Path) -> Spill:
+        opened.append(folder)
+        return real(folder)
+
+    monkeypatch.setattr(memsync.local.merge_parts, "Spill", spill)
+    memsync.local.merge.merge_files(parted, [src], now=BASE)
+    assert len(opened) == 3
+    assert _view_key(parted) == _view_key(whole)

@@ -25,7 +25,6 @@ __all__ = [
     "Index",
     "View",
     "build_view",
-    "select",
     "selector",
     "sort_by_key",
     "wins",
@@ -225,22 +224,13 @@ _TS = attrgetter("ts")
 _ID = attrgetter("id")
 
 
-def select(
-    records: list[Record], *, scope: str | None = None, kinds: Collection[str] = ()
-) -> list[Record]:
-    """`show`'s filter over a view: records of any of `kinds` (all when empty) that belong
-    to a task with scope `scope` (`core.prompt.scope_matches`: global entries always do;
-    with no scope given, every record is kept)."""
-    keep = selector(scope=scope, kinds=kinds)
-    if keep is None:
-        return records
-    return [rec for rec in records if keep(rec.fields())]
-
-
 def selector(
     *, scope: str | None = None, kinds: Collection[str] = ()
 ) -> Callable[[dict[str, Any]], bool] | None:
-    """`select`'s test of one record's JSON object, or None when every record is kept."""
+    """`show`'s filter: a test of one record's JSON object, true for records of any of
+    `kinds` (all when empty) that belong to a task with scope `scope`
+    (`core.prompt.scope_matches`: global entries always do); None when every record is
+    kept (no scope and no kinds given)."""
     if scope is None and not kinds:
         return None
 

@@ -22,11 +22,15 @@ from memsync.core.merge import Held, MergePlan, Withheld, line_digest, quick_id
 from memsync.core.records import Record
 from memsync.local.compaction_parts import Spill
 
-__all__ = ["PART_BYTES", "Partition", "Parts", "split_chunks"]
+__all__ = ["MAX_PARTS", "PART_BYTES", "Partition", "Parts", "split_chunks"]
 
 PART_BYTES = 16 * 1024 * 1024
 """Sources larger than this together are merged in partitions of about this many bytes
 (a partition's lines, parsed, take a few times their size)."""
+
+MAX_PARTS = 256
+"""At most this many partitions (each an open temporary file): past 4 GiB of sources,
+partitions grow instead."""
 
 
 @dataclass
@@ -124,7 +128,7 @@ def split_chunks(
 
     A line with no id (blank, header, bad) goes with the id "": the merge reports it from
     there. Raises what reading `chunks` raises, and UnsupportedFormat (rule 2)."""
-    parts = Parts(folder, count)
+    parts = Parts(folder, max(1, min(count, MAX_PARTS)))
     try:
         for name, first, lines in chunks:
             digests = list(map(line_digest, lines))
