@@ -68,12 +68,13 @@ _BATCH = 900  # SQLite's default limit on host parameters is 999
 _JOIN_AFTER = 2_000  # digests asked about at once: past this, one join beats IN lists
 
 
-def _usual_ids(lines: list[bytes]) -> list[str] | None:
-    """The id of every line, when each starts the usual way (`{"id": "...`, no escape in
-    the id, valid UTF-8): one regular expression and one decode for the chunk, no Python
-    step per line. None when any line does not (`quick_id` decides a line at a time)."""
-    found = _USUAL_ID.findall(b"\n" + b"\n".join(lines))  # the regex needs the "\\n" before
-    if len(found) != len(lines):
+def _usual_ids(joined: bytes, count: int) -> list[str] | None:
+    """The id of each of the `count` lines `joined` by "\\n", when each starts the usual
+    way (`{"id": "...`, no escape in the id, valid UTF-8): one regular expression and one
+    decode for the chunk, no Python step per line. None when any line does not
+    (`quick_id` decides a line at a time)."""
+    found = _USUAL_ID.findall(b"\n" + joined)  # the regex needs the "\\n" before a line
+    if len(found) != count:
         return None
     try:
         return b"\n".join(found).decode("utf-8").split("\n")
@@ -235,13 +236,9 @@ class FileIndex(_Store):
         # compare both halves, so it is parsed and judged like any unknown line.
         self._db.executemany("INSERT OR IGNORE INTO lines VALUES (?, ?)", rows)
         sizes = list(map(len, lines))
-        # Where each line starts. Only a chunk's first line can have been cut short (a line
-        # over rule 4's limit, `LineSplitter`): the second is counted back from the end.
-        offsets = [chunk.start]
-        if len(lines) > 1:
-            second = chunk.end - sum(sizes) + sizes[0] - len(lines) + 1
-            offsets += itertools.accumulate((n + 1 for n in sizes[1:-1]), initial=second)
-        ids = _usual_ids(lines)
+        offsets = chunk.starts()
+        joined = b"\n".join(lines)  # not `chunk.data`: a long first line is cut in `lines`
+        ids = _usual_ids(joined, len(lines))
         if ids is None:
             self._add_each(chunk, offsets, sizes)
             return
@@ -249,9 +246,8 @@ class FileIndex(_Store):
             "INSERT INTO recs VALUES (?, ?, ?)", zip(ids, offsets, sizes, strict=True)
         )
         sups = []
-        data = b"\n".join(lines) + b"\n"
-        starts = list(itertools.accumulate((n + 1 for n in sizes), initial=0))
-        for at in superseding_starts(data):
+        starts = list(itertools.accumulate((n + 1 for n in sizes), initial=0))  # in `joined`
+        for at in superseding_starts(joined + b"\n"):
             i = bisect.bisect_left(starts, at)
             parsed = classify(lines[i])
             if type(parsed) is Record and parsed.supersedes is not None:

@@ -211,14 +211,7 @@ def _fold(
     if chunk.first_line == 1 and lines and not is_header(lines[0]):
         result.headerless.append(name)
     add, bad = result.index.add, result.bad
-    # Where each line starts. Only a chunk's first line can have been cut short (a line
-    # over rule 4's limit, `LineSplitter`): the second is counted back from the end.
-    where = chunk.start
-    second = chunk.end - sum(map(len, lines)) + len(lines[0]) - len(lines) + 1
-    for i, raw in enumerate(lines):
-        at = where
-        where = at + len(raw) + 1 if i else second
-        n = chunk.first_line + i
+    for n, (raw, at) in enumerate(zip(lines, chunk.starts(), strict=True), chunk.first_line):
         parsed = classify(raw, source=name, line_no=n)
         if type(parsed) is Record:
             p = parsed

@@ -207,10 +207,7 @@ class _OwnAppends:
         if ino != self.ino:
             self.ino, self.ranges, self.superseding = ino, [], []
         self.ranges.append((start, end))
-        plan = pending.plan
-        for rec in itertools.chain(plan.append, plan.repeated):
-            if rec.supersedes is not None and not rec.deleted:
-                self.superseding.append(rec.raw)
+        self.superseding += merge_parts.superseding_appended(pending.plan)
 
 
 _KEEP_SUPERSEDING = 50_000
@@ -420,11 +417,11 @@ def _merge_parted(
     """`merge_files` of large sources: in partitions by id (`merge_parts`), each planned
     without reading what the partitions before it appended."""
     private_dirs(dest.parent)  # the partitions' temporary files go beside `dest`
-    count = -(-total_bytes // merge_parts.PART_BYTES)
     chunks = _source_chunks(sources, progress, total_bytes)
     digests = _DestDigests(dest)
     digests.refresh()
-    parts = merge_parts.split_chunks(chunks, dest.parent, count, digests.digests.intersection)
+    known = digests.digests.intersection
+    parts = merge_parts.split_chunks(chunks, dest.parent, total_bytes, known)
     try:
         total = MergeResult(dest=str(dest), duplicates=parts.known)
         own = _OwnAppends()
@@ -742,9 +739,8 @@ def _merge_indexed_parted(
         index.refresh()
         held_before = [(s, n, [raw]) for s, n, raw in index.held()]
         private_dirs(dest.parent)  # the partitions' temporary files go beside `dest`
-        count = -(-total_bytes // merge_parts.PART_BYTES)
         lines_in = itertools.chain(held_before, chunks)
-        parts = merge_parts.split_chunks(lines_in, dest.parent, count, index.intersection)
+        parts = merge_parts.split_chunks(lines_in, dest.parent, total_bytes, index.intersection)
         total.duplicates = parts.known
         try:
             held: list[tuple[str, int, bytes]] = []
@@ -771,11 +767,7 @@ def _merge_indexed_parted(
                 data = plan.data()
                 if data:
                     append_bytes(dest, data, header=header_line(now))
-                superseding += [
-                    r.raw
-                    for r in itertools.chain(plan.append, plan.repeated)
-                    if r.supersedes is not None and not r.deleted
-                ]
+                superseding += merge_parts.superseding_appended(plan)
                 if progress is not None:
                     lines += len(partition)
                     done += partition.size()

@@ -13,6 +13,7 @@ and line number, so that bad lines and withheld records are reported where they 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,14 @@ from memsync.core.merge import Held, MergePlan, Withheld, line_digest, quick_id
 from memsync.core.records import Record
 from memsync.local.compaction_parts import Spill
 
-__all__ = ["MAX_PARTS", "PART_BYTES", "Partition", "Parts", "split_chunks"]
+__all__ = [
+    "MAX_PARTS",
+    "PART_BYTES",
+    "Partition",
+    "Parts",
+    "split_chunks",
+    "superseding_appended",
+]
 
 PART_BYTES = 16 * 1024 * 1024
 """Sources larger than this together are merged in partitions of about this many bytes
@@ -115,20 +123,31 @@ class Parts:
             spill.close()
 
 
+def superseding_appended(plan: MergePlan) -> list[bytes]:
+    """The lines `plan` appends that supersede an id: all a later partition needs of
+    what an earlier one appended (rule 10)."""
+    return [
+        rec.raw
+        for rec in itertools.chain(plan.append, plan.repeated)
+        if rec.supersedes is not None and not rec.deleted
+    ]
+
+
 def split_chunks(
     chunks: Iterable[tuple[str, int, list[bytes]]],
     folder: Path,
-    count: int,
+    total_bytes: int,
     known: Callable[[list[int]], Collection[int]],
 ) -> Parts:
-    """Split the lines (chunks: source name, first line number, lines) that the
-    destination lacks by id into `count` temporary files in `folder`; `known(digests)`
+    """Split the lines (chunks: source name, first line number, lines; `total_bytes` of
+    them) that the destination lacks by id into temporary files in `folder`, one per
+    `PART_BYTES` (at most `MAX_PARTS`); `known(digests)`
     says which the destination holds (they are counted in `Parts.known`, not split: a
     merge of two replicas that share most lines splits only the few they do not).
 
     A line with no id (blank, header, bad) goes with the id "": the merge reports it from
     there. Raises what reading `chunks` raises, and UnsupportedFormat (rule 2)."""
-    parts = Parts(folder, max(1, min(count, MAX_PARTS)))
+    parts = Parts(folder, max(1, min(-(-total_bytes // PART_BYTES), MAX_PARTS)))
     try:
         for name, first, lines in chunks:
             digests = list(map(line_digest, lines))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import secrets
 import stat
@@ -61,6 +62,17 @@ class Chunk:
     start: int
     end: int
     data: bytes
+
+    def starts(self) -> list[int]:
+        """The byte offset in the file of each of `lines`. Only the first line can have
+        been cut short (a line over rule 4's limit, `LineSplitter`), so the others are
+        counted back from `end`."""
+        lines = self.lines
+        if len(lines) < 2:
+            return [self.start] * len(lines)
+        second = self.end - sum(map(len, lines[1:])) - (len(lines) - 1)
+        rest = itertools.accumulate((len(raw) + 1 for raw in lines[1:-1]), initial=second)
+        return [self.start, *rest]
 
 
 def read_chunks(
