@@ -39,7 +39,7 @@ from bench_sync import Relay, new_line
 from common import machine
 
 from memsync.config import load_config
-from memsync.configured import open_remote, sync_config
+from memsync.config.wiring import open_remote, sync_config
 from memsync.hub.crypto import LineCipher
 from memsync.hub.keys import Keyring, new_master_key
 from tests.sshd import SshdServer, start_sshd

@@ -40,8 +40,8 @@ import itertools
 
 from common import machine
 
+from memsync.daemon.status import read_status
 from memsync.local.memory import Memory
-from memsync.status import read_status
 from tests.sshd import SshdServer, _descendants, start_sshd
 from tests.test_daemon import MEMORY, Cluster, Remote, wait_for
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine
 from memsync.config import load_config
-from memsync.configured import sync_config
+from memsync.config.wiring import sync_config
 from memsync.hub.transports.s3 import S3Transport
 from memsync.local.memory import Memory
 from tests.s3server import S3Server, start_s3

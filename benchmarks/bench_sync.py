@@ -378,7 +378,7 @@ class Bench:
         """The daemon's case: one pass per new record on a connection kept open, in this
         process (client reads: this thread's own counters)."""
         from memsync.config import load_config
-        from memsync.configured import open_remote, sync_config
+        from memsync.config.wiring import open_remote, sync_config
 
         config = load_config(config_path)
         transport = open_remote(config.remote[0])

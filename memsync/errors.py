@@ -25,9 +25,8 @@ remote that cannot be reached.
 
 from __future__ import annotations
 
-from memsync.core.names import shown
-
 __all__ = [
+    "SHOWN_CHARS",
     "ConfigError",
     "DaemonAlreadyRunning",
     "FileReplaced",
@@ -45,7 +44,19 @@ __all__ = [
     "UnknownId",
     "UnsupportedFormat",
     "UsageError",
+    "shown",
 ]
+
+SHOWN_CHARS = 40
+"""How much of an id or a name a message quotes (issue 13, item 21: a 10 kB id typed or
+pasted by mistake came back whole, 10 kB of error line)."""
+
+
+def shown(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text` quoted for a message (its `repr`, so control characters are escaped), cut to
+    `limit` characters and "…" when longer. Every message that quotes an id or a name
+    from the command line, a config or a hub uses it."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
 class MemsyncError(Exception):

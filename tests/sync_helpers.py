@@ -29,7 +29,7 @@ from typing import Any
 from memsync import Memory
 from memsync.cli import main
 from memsync.config import load_config
-from memsync.configured import sync_config
+from memsync.config.wiring import sync_config
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record, canonical
 from memsync.core.timestamps import format_ts

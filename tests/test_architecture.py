@@ -50,9 +50,7 @@ FORBIDDEN_TOP = frozenset(
         "multiprocessing",
     }
 )
-FORBIDDEN_MEMSYNC = frozenset(
-    f"memsync.{m}" for m in ("local", "hub", "daemon", "cli", "config", "status")
-)
+FORBIDDEN_MEMSYNC = frozenset(f"memsync.{m}" for m in ("local", "hub", "daemon", "cli", "config"))
 ALLOWED_MEMSYNC = ("memsync.core", "memsync.errors")
 """The only parts of memsync the core may import: itself and the exception leaf."""
 FORBIDDEN_CALLS = frozenset({"open", "print", "input", "__import__"})
@@ -331,10 +329,14 @@ def test_no_import_circles() -> None:
 LAYER_RULES = {
     "memsync.core": ("memsync.local", "memsync.hub", "memsync.daemon", "memsync.cli"),
     "memsync.local": ("memsync.hub", "memsync.daemon", "memsync.cli", "memsync.config"),
-    "memsync.hub": ("memsync.daemon", "memsync.cli", "memsync.config", "memsync.configured"),
+    "memsync.hub": ("memsync.daemon", "memsync.cli", "memsync.config"),
+    "memsync.config": ("memsync.daemon", "memsync.cli", "memsync.mcp_server"),
+    "memsync.daemon": ("memsync.cli", "memsync.mcp_server"),
 }
 """Each layer and what it must never import (nothing imports upward; the config is read
-by the CLI and the daemon, and handed to the library through `memsync.configured`)."""
+by the CLI, the daemon and the MCP server, and handed to the library through
+`memsync.config.wiring`; the config never reaches up into the daemon or the CLI, and the
+daemon never into the CLI)."""
 
 
 def layer_violations(graph: Mapping[str, Collection[str]]) -> list[str]:
@@ -370,6 +372,36 @@ def test_layers_import_only_downward() -> None:
     assert layer_violations(import_graph()) == []
 
 
+def test_the_layer_guard_catches_the_shell() -> None:
+    """The config never imports the daemon or the CLI; the daemon never the CLI."""
+    graph = {
+        "memsync.config.wiring": {"memsync.daemon.status", "memsync.hub.sync"},
+        "memsync.daemon.service": {"memsync.cli._common", "memsync.config.wiring"},
+    }
+    assert layer_violations(graph) == [
+        "memsync.config.wiring -> memsync.daemon.status",
+        "memsync.daemon.service -> memsync.cli._common",
+    ]
+
+
+TOP_LEVEL_MODULES = frozenset({"errors", "models", "mcp_server"})
+"""The loose modules at `memsync/`'s top level besides `__init__` and `__main__` (issue 19:
+at most 4). Everything else lives in a room: core, local, hub, config, daemon, cli."""
+
+
+def test_the_top_level_stays_small() -> None:
+    loose = {
+        path.stem for path in PACKAGE.glob("*.py") if path.stem not in ("__init__", "__main__")
+    }
+    assert loose == TOP_LEVEL_MODULES
+    assert len(loose) <= 4
+
+
+def test_the_exception_leaf_imports_nothing_of_memsync() -> None:
+    """`errors` is imported from everywhere, so it imports nothing of memsync (issue 19)."""
+    assert import_graph()["memsync.errors"] == set()
+
+
 def test_the_layers_are_found() -> None:
     assert {"memsync.core.merge", "memsync.local.memory", "memsync.hub.sync"} <= set(MODULES)
 
@@ -389,8 +421,11 @@ DOMAIN = frozenset(
 def test_the_daemon_is_wiring_only() -> None:
     """STYLE guideline 6: the daemon validates no line and holds no compaction or merge
     sequence; `memsync compact` and its scheduled job call the same `compact_memory`."""
-    assert import_graph()["memsync.daemon"] & DOMAIN == set()
-    source = MODULES["memsync.daemon"].read_text(encoding="utf-8")
+    graph = import_graph()
+    daemon = [name for name in MODULES if name.startswith("memsync.daemon")]
+    assert {"memsync.daemon", "memsync.daemon.service"} <= set(daemon)
+    assert set().union(*(graph[name] for name in daemon)) & DOMAIN == set()
+    source = "\n".join(MODULES[name].read_text(encoding="utf-8") for name in daemon)
     for name in ("classify", "compact_file", "compact_own_hub_file", "acknowledged_for"):
         assert name not in source
     assert "compact_memory(" in source

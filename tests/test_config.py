@@ -614,7 +614,7 @@ def test_timeout_seconds_bounds_each_answer_and_the_ssh_set_up(
     tmp_path: Path, line: str, io: float, connect: float
 ) -> None:
     """issue 13, item 15: how long a hung SSH hub holds up its pass."""
-    from memsync.configured import open_remote
+    from memsync.config.wiring import open_remote
     from memsync.hub.transports.ssh import SSHTransport
 
     path = write(tmp_path, MINIMAL + f'[[remote]]\nname = "vm"\nurl = "ssh://vm/p"\n{line}\n')

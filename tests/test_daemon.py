@@ -35,9 +35,9 @@ import pytest
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
+from memsync.daemon.status import DaemonStatus, read_status, write_status
 from memsync.local.memory import Memory
 from memsync.local.reading import view_of
-from memsync.status import DaemonStatus, read_status, write_status
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.status import DaemonStatus
+from memsync.daemon.status import DaemonStatus
 from tests.sshd import SshdServer, _descendants, kill_sessions, start_sshd
 from tests.test_daemon import (
     MEMORY,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from memsync.config import load_config
-from memsync.configured import codec_for
+from memsync.config.wiring import codec_for
 from memsync.hub.compaction import compact_own_hub_file
 from memsync.hub.keys import new_master_key
 from memsync.hub.transports.localdir import LocalDirTransport

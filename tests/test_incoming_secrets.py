@@ -17,9 +17,9 @@ from pathlib import Path
 
 from memsync.core.secrets import record_secrets
 from memsync.core.timestamps import SECOND
+from memsync.daemon.status import DaemonStatus, MemoryStatus, RemoteStatus, evaluate
 from memsync.hub._pass import SyncReport
 from memsync.local.fresh import header_line
-from memsync.status import DaemonStatus, MemoryStatus, RemoteStatus, evaluate
 from tests.sync_helpers import entry_line, make_replica
 
 TOKEN = "ghp_" + "a1B2c3D4e5" * 3 + "F6G7H8"  # a GitHub token's shape, not a real one

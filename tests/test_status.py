@@ -1,4 +1,4 @@
-"""`memsync status` against real status files: written by `memsync.status.write_status`
+"""`memsync status` against real status files: written by `memsync.daemon.status.write_status`
 (the daemon's own writer), the daemon's PID lock held (or not) by this test with filelock,
 and the command run as a process. It exits 1 when the daemon is not running, when its
 status is stale, or when a remote has been failing for more than 10 minutes."""
@@ -13,8 +13,7 @@ import pytest
 from filelock import FileLock
 
 from memsync.core.timestamps import SECOND
-from memsync.local.fresh import now_us
-from memsync.status import (
+from memsync.daemon.status import (
     FAILING_TOO_LONG,
     STALE_AFTER,
     DaemonStatus,
@@ -26,6 +25,7 @@ from memsync.status import (
     write_pid,
     write_status,
 )
+from memsync.local.fresh import now_us
 from tests.test_daemon import memsync
 
 MINUTE = 60 * SECOND
@@ -203,7 +203,7 @@ def test_a_replica_clash_is_a_problem_at_once_and_gone_after_a_pass() -> None:
 
 def test_a_status_file_of_an_earlier_version_still_reads(tmp_path: Path) -> None:
     """Fields added later (the error kind, the compaction record) default when absent."""
-    from memsync.status import read_status, status_path
+    from memsync.daemon.status import read_status, status_path
 
     doc = json.loads(_status().model_dump_json())
     remote = doc["memories"]["me"]["remotes"]["nas"]

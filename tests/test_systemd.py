@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync._systemd import notify, watchdog_interval
+from memsync.daemon._systemd import notify, watchdog_interval
 
 UNIT = Path(__file__).resolve().parent.parent / "systemd" / "memsync.service"
 

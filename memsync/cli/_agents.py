@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from memsync.cli._common import confidence_arg, positive_int_arg
-from memsync.core.names import shown
 from memsync.core.records import KINDS
-from memsync.errors import ConfigError, MemsyncError, UsageError
+from memsync.errors import ConfigError, MemsyncError, UsageError, shown
 
 __all__ = ["cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
 

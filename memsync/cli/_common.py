@@ -11,9 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from memsync.core.names import SHOWN_CHARS, shown
 from memsync.core.timestamps import parse_ts
-from memsync.errors import UsageError
+from memsync.errors import SHOWN_CHARS, UsageError, shown
 
 __all__ = [
     "EXIT_ERROR",

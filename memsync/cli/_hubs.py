@@ -14,9 +14,8 @@ from memsync.cli._common import (
     EXIT_FOUND,
     EXIT_OK,
 )
-from memsync.core.names import shown
 from memsync.core.timestamps import format_ts
-from memsync.errors import UsageError
+from memsync.errors import UsageError, shown
 from memsync.local.fresh import now_us
 
 # The config (pydantic), the hub and the status document are imported inside the commands
@@ -60,7 +59,7 @@ def _size(n: int) -> str:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from memsync.configured import sync_config
+    from memsync.config.wiring import sync_config
 
     config = _load_config(args.config)
     if args.memory is not None and config.memory_named(args.memory) is None:
@@ -163,8 +162,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from memsync.status import compaction_line, daemon_running, evaluate, read_status
-    from memsync.status import to_json as status_json
+    from memsync.daemon.status import compaction_line, daemon_running, evaluate, read_status
+    from memsync.daemon.status import to_json as status_json
 
     config, _ = _daemon_config(args.config)
     state_dir = config.state_dir

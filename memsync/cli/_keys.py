@@ -39,7 +39,7 @@ def _config(path: Path | None) -> Config | None:
 
 
 def cmd_key_new(args: argparse.Namespace) -> int:
-    from memsync.configured import key_file_of
+    from memsync.config.wiring import key_file_of
     from memsync.hub.keys import add_key, load_keyring, new_master_key
 
     path = key_file_of(_config(args.config))
@@ -59,7 +59,7 @@ def cmd_key_new(args: argparse.Namespace) -> int:
 
 
 def cmd_key_show(args: argparse.Namespace) -> int:
-    from memsync.configured import key_file_of
+    from memsync.config.wiring import key_file_of
     from memsync.hub.crypto import format_key
     from memsync.hub.keys import load_keyring
 
@@ -78,7 +78,7 @@ def cmd_key_show(args: argparse.Namespace) -> int:
 
 
 def cmd_key_import(args: argparse.Namespace) -> int:
-    from memsync.configured import key_file_of
+    from memsync.config.wiring import key_file_of
     from memsync.hub.crypto import key_id, parse_key
     from memsync.hub.keys import add_key
 
@@ -114,7 +114,7 @@ def cmd_key_import(args: argparse.Namespace) -> int:
 
 
 def cmd_key_rotate(args: argparse.Namespace) -> int:
-    from memsync.configured import key_file_of
+    from memsync.config.wiring import key_file_of
     from memsync.hub.keys import add_key, load_keyring, new_master_key
 
     config = _config(args.config)
@@ -139,7 +139,7 @@ def cmd_key_rotate(args: argparse.Namespace) -> int:
 def _reencode_own_files(config: Config) -> list[tuple[str, bool]]:
     """Rewrite this machine's own hub file of every encrypted memory and remote under the
     current key (memsync.hub.codec's `prepare`, under the pass lock); one line each."""
-    from memsync.configured import codec_for, open_remote
+    from memsync.config.wiring import codec_for, open_remote
     from memsync.hub.state import SyncState, pass_lock, resolve_replica, state_path
 
     out: list[tuple[str, bool]] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["NAME_PATTERN", "SHOWN_CHARS", "shown", "valid_name", "valid_replica"]
+__all__ = ["NAME_PATTERN", "valid_name", "valid_replica"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 """1 to 64 of A-Z a-z 0-9 . _ -: no separators, so a name never climbs out of its folder."""
@@ -21,15 +21,3 @@ def valid_replica(name: str) -> bool:
     hidden files a share or an OS leaves in a hub, `.hidden.jsonl`, macOS's `._laptop.jsonl`,
     are no replicas: ignored everywhere, issue 13 item 16)."""
     return valid_name(name) and not name.startswith(".")
-
-
-SHOWN_CHARS = 40
-"""How much of an id or a name a message quotes (issue 13, item 21: a 10 kB id typed or
-pasted by mistake came back whole, 10 kB of error line)."""
-
-
-def shown(text: str, limit: int = SHOWN_CHARS) -> str:
-    """`text` quoted for a message (its `repr`, so control characters are escaped), cut to
-    `limit` characters and "…" when longer. Every message that quotes an id or a name
-    from the command line, a config or a hub uses it."""
-    return repr(text if len(text) <= limit else text[:limit] + "…")

@@ -23,12 +23,11 @@ from memsync.core.compaction import (
     DEFAULT_QUIET_SECONDS,
 )
 from memsync.core.lines import MAX_ID_CHARS, Invalid, classify, split_complete, valid_id
-from memsync.core.names import shown
 from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts, from_datetime
 from memsync.core.view import Index
-from memsync.errors import InvalidRecord, SecretRefused, UnknownId
+from memsync.errors import InvalidRecord, SecretRefused, UnknownId, shown
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.located import check_files

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from memsync.core.names import shown, valid_name
-from memsync.errors import MemsyncError, TransportError, TransportTimeout
+from memsync.core.names import valid_name
+from memsync.errors import MemsyncError, TransportError, TransportTimeout, shown
 
 __all__ = [
     "RemoteFile",

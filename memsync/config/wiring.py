@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memsync.config import Config, RemoteConfig, default_config_path
+from memsync.config.model import Config, RemoteConfig, default_config_path
 from memsync.errors import KeyFileError
 from memsync.hub.codec import EncryptedCodec, FailingCodec, PlainCodec
 from memsync.hub.keys import KEY_FILE_NAME, load_keyring

@@ -30,12 +30,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from memsync import _systemd
-from memsync._watch import watch_jsonl
-from memsync._worker import Worker
 from memsync.config import Config, RemoteConfig, cron_trigger, load_config
-from memsync.configured import codec_for, open_remote
+from memsync.config.wiring import codec_for, open_remote
 from memsync.core.timestamps import SECOND
+from memsync.daemon import _systemd
+from memsync.daemon._watch import watch_jsonl
+from memsync.daemon._worker import Worker
+from memsync.daemon.status import (
+    DaemonStatus,
+    MemoryStatus,
+    RemoteStatus,
+    pid_lock_path,
+    read_status,
+    returns,
+    write_pid,
+    write_status,
+)
 from memsync.errors import DaemonAlreadyRunning, MemsyncError, NotQuiet
 from memsync.hub.codec import PlainCodec
 from memsync.hub.compaction import compact_memory
@@ -47,16 +57,6 @@ from memsync.local.lock import held
 from memsync.local.memory import Memory
 from memsync.local.reading import BadLineWatch
 from memsync.local.storage import private_dirs
-from memsync.status import (
-    DaemonStatus,
-    MemoryStatus,
-    RemoteStatus,
-    pid_lock_path,
-    read_status,
-    returns,
-    write_pid,
-    write_status,
-)
 
 __all__ = ["Daemon"]
 

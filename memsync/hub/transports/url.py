@@ -1,7 +1,7 @@
 """A hub remote's `url`, parsed and checked: a folder, an SSH host or an S3 bucket.
 
 Pure (a string in, a `RemoteURL` or one-line `ValueError` out): the config checks every
-remote's url with it, and a transport is opened from its parts (`memsync.configured`).
+remote's url with it, and a transport is opened from its parts (`memsync.config.wiring`).
 """
 
 from __future__ import annotations

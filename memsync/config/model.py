@@ -1,16 +1,9 @@
-"""Read and check memsync's config file: TOML, validated by strict, frozen pydantic models.
-
-Only the CLI and the daemon call this module; the library takes ready-made objects. Every
-mistake becomes one `ConfigError(file, key, message)` whose key is dotted like the TOML
-(`remote[1].poll_seconds`) and whose message is one line with a hint:
-
-    >>> load_config(Path("config.toml"))  # doctest: +SKIP
-    memsync.errors.ConfigError: config.toml: remote[0].poll_second: unknown key
-    'poll_second' (did you mean 'poll_seconds'?)
+"""The config's model: strict, frozen pydantic models of the TOML tables, and the defaults.
 
 Validation is strict: `poll_seconds = "30"` is an error, not 30. Paths expand `~` and must
 then be absolute (a daemon's working directory is no place to resolve them against).
-`config.example.toml` at the repository root documents every key.
+`config.example.toml` at the repository root documents every key. `memsync.config.load`
+reads a file into these models and turns pydantic's report into one `ConfigError`.
 """
 
 from __future__ import annotations
@@ -19,7 +12,6 @@ import datetime as dt
 import difflib
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -31,13 +23,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from memsync._config_messages import KeyedValueError as _KeyedValueError
-from memsync._config_messages import config_error, describe
+from memsync.config._messages import KeyedValueError as _KeyedValueError
+from memsync.config._messages import describe
 from memsync.core.compaction import (
     DEFAULT_HORIZON_DAYS,
     DEFAULT_MAX_POSTPONE_SECONDS,
@@ -46,11 +37,10 @@ from memsync.core.compaction import (
     MAX_POSTPONE_SECONDS,
     MAX_WAIT_SECONDS,
 )
-from memsync.core.names import shown as _shown
 from memsync.core.names import valid_name, valid_replica
-from memsync.errors import ConfigError
+from memsync.errors import shown as _shown
+from memsync.hub.transports.url import RemoteURL, parse_remote_url
 from memsync.local.dirs import default_state_dir, xdg_dir
-from memsync.remote_url import RemoteURL, parse_remote_url
 
 __all__ = [
     "CompactionConfig",
@@ -58,13 +48,9 @@ __all__ = [
     "DaemonConfig",
     "MemoryConfig",
     "RemoteConfig",
-    "RemoteURL",
     "cron_trigger",
     "default_config",
     "default_config_path",
-    "default_state_dir",
-    "load_config",
-    "parse_remote_url",
 ]
 
 _SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key", "timeout_seconds")
@@ -457,60 +443,3 @@ def default_config() -> Config:
     the default `[compaction]` and `[daemon]` settings.
     """
     return Config()
-
-
-# --- loading and error translation ----------------------------------------------------
-
-
-def load_config(path: Path | str) -> Config:
-    """Read and validate a config file.
-
-    Args:
-        path: the TOML file, e.g. `default_config_path()`.
-
-    Returns:
-        The validated, frozen `Config`, with `~` expanded in every path.
-
-    Raises:
-        ConfigError: the file is missing or unreadable, is not valid UTF-8 TOML, or breaks a
-            rule; `.key` is the dotted key (`remote[1].poll_seconds`, empty for a file-level
-            problem) and `.message` one line with a hint. Only the first mistake is reported.
-    """
-    file = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigError(
-            file, "", "no such file (copy config.example.toml there to start one)"
-        ) from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(file, "", "is a directory, not a config file") from exc
-    except OSError as exc:
-        raise ConfigError(file, "", f"cannot read it: {exc.strerror or exc}") from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            file, "", f"not UTF-8 text (byte {exc.start}); TOML files must be UTF-8"
-        ) from exc
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(file, "", f"TOML syntax error: {exc}") from exc
-    try:
-        return Config.model_validate(raw)
-    except ValidationError as exc:
-        # from None: pydantic's multi-line report is what this message replaces.
-        raise config_error(file, exc, _known_keys) from None
-
-
-def _known_keys(table_loc: tuple[str | int, ...]) -> list[str]:
-    tables: dict[tuple[str, ...], type[_Model]] = {
-        (): Config,
-        ("memory",): MemoryConfig,
-        ("remote",): RemoteConfig,
-        ("compaction",): CompactionConfig,
-        ("daemon",): DaemonConfig,
-    }
-    model = tables.get(tuple(str(part) for part in table_loc if isinstance(part, str)))
-    return sorted(model.model_fields) if model is not None else []
