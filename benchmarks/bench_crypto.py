@@ -16,7 +16,7 @@ Three measurements, plain and encrypted side by side in the same run:
 3. **first push**: the first pass of a replica holding `--entries` records (the same
    file), into an empty hub over SSH: wall time, bytes on the wire, hub file size.
 
-The memory file is made by tests.sync_helpers.write_records (unique ids, ~250-byte lines),
+The memory file is made by tests.helpers.sync.write_records (unique ids, ~250-byte lines),
 in a temporary directory removed at the end.
 """
 
@@ -42,8 +42,8 @@ from memsync.config import load_config
 from memsync.config.wiring import open_remote, sync_config
 from memsync.hub.crypto import LineCipher
 from memsync.hub.keys import Keyring, new_master_key
-from tests.sshd import SshdServer, start_sshd
-from tests.sync_helpers import write_records
+from tests.helpers.sshd import SshdServer, start_sshd
+from tests.helpers.sync import write_records
 
 
 def per_line(runs: int) -> dict[str, float]:

@@ -42,8 +42,8 @@ from common import machine
 
 from memsync.daemon.status import read_status
 from memsync.local.memory import Memory
-from tests.sshd import SshdServer, _descendants, start_sshd
-from tests.test_daemon import MEMORY, Cluster, Remote, wait_for
+from tests.helpers.daemons import MEMORY, Cluster, Remote, wait_for
+from tests.helpers.sshd import SshdServer, _descendants, start_sshd
 
 
 def signal_sshd(server: SshdServer, signum: int) -> None:

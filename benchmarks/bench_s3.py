@@ -17,7 +17,7 @@ new `S3Transport` and a new boto3 client, as each `memsync sync` run makes them 
 interpreter's start-up and imports are left out). botocore's own event hooks count the
 HTTP requests by operation (retries included) and the bytes of request and response
 bodies (headers and TLS left out: the server is plain HTTP on 127.0.0.1). Wall time is the
-whole pass. The records are made by `tests.sync_helpers.write_records` (about 260 bytes a
+whole pass. The records are made by `tests.helpers.sync.write_records` (about 260 bytes a
 line). Medians over `--runs` rounds.
 """
 
@@ -43,8 +43,8 @@ from memsync.config import load_config
 from memsync.config.wiring import sync_config
 from memsync.hub.transports.s3 import S3Transport
 from memsync.local.memory import Memory
-from tests.s3server import S3Server, start_s3
-from tests.sync_helpers import make_replica, write_records
+from tests.helpers.s3server import S3Server, start_s3
+from tests.helpers.sync import make_replica, write_records
 
 
 @dataclass

@@ -57,7 +57,7 @@ from typing import Self
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.sshd import SshdServer, start_sshd
+from tests.helpers.sshd import SshdServer, start_sshd
 
 GENMEM = Path(os.environ.get("MEMSYNC_SHARED") or ROOT.parent / "shared") / "tools" / "genmem.py"
 

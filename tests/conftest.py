@@ -1,5 +1,5 @@
 """Shared test setup: the Hypothesis settings profiles, the logging guard, and the fixtures
-every folder shares (`sshd_server`, `hub`).
+every folder shares (`sshd_server`, `s3_server`, `hub`, `cluster`).
 
 Profiles (attrs' `tests/conftest.py` shape): "dev" by default, "ci" when `CI=true`;
 `HYPOTHESIS_PROFILE` picks one explicitly.
@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.sshd import SshdServer, start_sshd
+from tests.helpers.daemons import Cluster
+from tests.helpers.s3server import S3Server, start_s3
+from tests.helpers.sshd import SshdServer, start_sshd
 
 settings.register_profile(
     "ci",
@@ -58,7 +60,7 @@ def _restore_memsync_logger() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def sshd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
-    """A real OpenSSH server on 127.0.0.1 for the whole session (built by `tests.sshd`;
+    """A real OpenSSH server on 127.0.0.1 for the whole session (built by `tests.helpers.sshd`;
     under CI=true `start_sshd` fails instead of skipping). The transport, sync and daemon
     tests share it; tests that restart a server start their own."""
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
@@ -75,16 +77,18 @@ def hub(tmp_path: Path) -> Path:
     return root
 
 
-# --- end of sshd_server --------------------------------------------------------------------
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """Real daemons under `tmp_path` (`tests.helpers.daemons`), all killed at teardown."""
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
 
 
-# --- s3_server (issue 11: the S3 hub's tests) ----------------------------------------------
 # One real SeaweedFS for the session (about a second to start); each test takes a fresh
 # bucket with `s3_server.new_bucket()`. Under CI=true a missing server fails, never skips.
-
-from tests.s3server import S3Server, start_s3
-
-
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """A real SeaweedFS S3 gateway on 127.0.0.1 for the whole session."""

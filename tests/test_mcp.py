@@ -25,8 +25,7 @@ from memsync import Memory
 from memsync.cli import main
 from memsync.errors import MemsyncError
 from memsync.mcp_server import DEFAULT_MAX_CHARS, build_server, check_host
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
 
 
 def _text(result: CallToolResult) -> str:

@@ -20,7 +20,7 @@ from memsync.core.lines import classify
 from memsync.core.records import Record
 from memsync.core.timestamps import from_datetime, parse_ts
 from memsync.models import to_model
-from tests.strategies import line_soups
+from tests.helpers.strategies import line_soups
 
 CREATED = datetime(2026, 11, 1, tzinfo=UTC)
 KNOWN_ENTRY = set(Entry.model_fields)

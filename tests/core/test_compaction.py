@@ -10,10 +10,8 @@ planner, as a sync would.
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,49 +19,16 @@ from memsync.core.compaction import DROP_REASONS, CompactionPlan, Rejected, comp
 from memsync.core.lines import classify
 from memsync.core.merge import plan_merge
 from memsync.core.records import Record
-from memsync.core.timestamps import SECOND, format_ts, parse_ts
+from memsync.core.timestamps import SECOND, parse_ts
 from memsync.core.view import Index, build_view
+from tests.helpers.paths import SHARED
+from tests.helpers.records import DAY, T0, at, entry, tomb
 
-T0 = parse_ts("2026-01-01T00:00:00Z") or 0
-DAY = 24 * 3600 * SECOND
 NOW = T0 + 400 * DAY
 NEVER = 1 << 62
 """A horizon no tombstone is older than: nothing is dropped for age."""
 
 HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-01-01T00:00:00Z"}'
-
-
-def at(seconds: float) -> str:
-    return format_ts(T0 + round(seconds * SECOND))
-
-
-def entry(
-    rid: str,
-    t: float,
-    *,
-    text: str | None = None,
-    user: bool = False,
-    supersedes: str | None = None,
-    expires: float | None = None,
-    **extra: Any,
-) -> bytes:
-    obj: dict[str, Any] = {
-        "id": rid,
-        "kind": "fact",
-        "text": text if text is not None else f"{rid} written at {t}",
-        "source": "user" if user else "session:test",
-        "created_at": at(t),
-    }
-    if supersedes is not None:
-        obj["supersedes"] = supersedes
-    if expires is not None:
-        obj["expires_at"] = at(expires)
-    obj.update(extra)
-    return json.dumps(obj).encode()
-
-
-def tomb(rid: str, t: float) -> bytes:
-    return json.dumps({"id": rid, "deleted": True, "created_at": at(t)}).encode()
 
 
 def view(lines: list[bytes], now: int = NOW) -> list[bytes]:
@@ -425,7 +390,6 @@ def test_every_reason_is_listed() -> None:
 # The shared conformance cases: compaction leaves each view unchanged
 
 
-SHARED = Path(os.environ.get("MEMSYNC_SHARED") or Path(__file__).resolve().parents[3] / "shared")
 CASES = SHARED / "conformance" / "cases"
 CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir()) if CASES.is_dir() else []
 

@@ -1,0 +1,88 @@
+"""Helpers for the hub encryption tests (issue 12): replicas with `encrypt = true` and a
+key file of their own, and checks that a hub holds nothing readable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from memsync.hub.keys import Keyring
+from tests.helpers.sync import Replica, make_replica, record_lines
+
+__all__ = [
+    "encrypted_replica",
+    "hub_digest",
+    "hub_plain_lines",
+    "readable_in_hub",
+    "set_encrypt",
+]
+
+
+def encrypted_replica(
+    tmp: Path, name: str, hub_url: str | None = None, key: bytes | None = None, **opts: Any
+) -> Replica:
+    """`make_replica` with `encrypt = true` on its hub remote and `key_file` set to
+    `<tmp>/<name>/keys`, holding `key` (None: no key file)."""
+    replica = make_replica(tmp, name, hub_url, encrypt=True, **opts)
+    key_file = replica.root / "keys"
+    text = replica.config.read_text(encoding="utf-8")
+    replica.config.write_text(f"key_file = {json.dumps(str(key_file))}\n{text}", encoding="utf-8")
+    if key is not None:
+        Keyring(key_file, (key,)).save()
+    return replica
+
+
+def set_encrypt(replica: Replica, on: bool) -> None:
+    """Turn `encrypt` on or off for the replica's hub remote (a key_file line is added when
+    missing)."""
+    text = replica.config.read_text(encoding="utf-8")
+    text = text.replace("encrypt = true\n", "").replace("encrypt = false\n", "")
+    if "key_file = " not in text:
+        text = f"key_file = {json.dumps(str(replica.root / 'keys'))}\n{text}"
+    flag = "encrypt = true\n" if on else "encrypt = false\n"
+    text = text.replace('name = "hub"\n', 'name = "hub"\n' + flag)
+    replica.config.write_text(text, encoding="utf-8")
+
+
+def hub_digest(hub: Path) -> dict[str, str]:
+    """The SHA-256 of every file under the hub (sidecars and watermarks included)."""
+    return {
+        str(p.relative_to(hub)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(hub.rglob("*"))
+        if p.is_file()
+    }
+
+
+def readable_in_hub(hub: Path, replicas: list[Replica]) -> list[str]:
+    """Every id and text of the replicas' local records that appears anywhere in the hub's
+    bytes (`grep -rF` of each): empty for an encrypted hub."""
+    needles: set[bytes] = set()
+    for r in replicas:
+        for raw in record_lines(r.path):
+            obj = json.loads(raw)
+            needles.add(obj["id"].encode())
+            if isinstance(obj.get("text"), str):
+                needles.add(obj["text"].encode())
+                needles.add(json.dumps(obj["text"])[1:-1].encode())
+    blobs = [p.read_bytes() for p in hub.rglob("*") if p.is_file()]
+    return sorted(n.decode() for n in needles if any(n in blob for blob in blobs))
+
+
+def hub_plain_lines(path: Path, key: bytes, memory: str = "notes") -> tuple[list[bytes], int]:
+    """The plain lines of an encrypted hub file's complete lines (the header left out),
+    and how many lines did not decrypt (a torn line, terminated)."""
+    from memsync.hub.crypto import LineCipher
+
+    cipher = LineCipher(key, memory)
+    data = path.read_bytes()
+    plain: list[bytes] = []
+    failed = 0
+    for raw in data[: data.rfind(b"\n") + 1].split(b"\n")[1:-1]:
+        line = cipher.decrypt(raw)
+        if line is None:
+            failed += 1
+        else:
+            plain.append(line)
+    return plain, failed

@@ -1,0 +1,41 @@
+"""Transports that fail on purpose, wrapped around a real one."""
+
+from __future__ import annotations
+
+from memsync.errors import TransportError
+from memsync.hub.transports import RemoteFile, Transport
+
+__all__ = ["AckLost"]
+
+
+class AckLost:
+    """A `Transport` passing every call to `inner`, except that the write_at calls
+    numbered in `lose` (1-based) land and then raise `TransportError`: the connection
+    dropped after the server wrote, before memsync heard back."""
+
+    def __init__(self, inner: Transport, lose: set[int]) -> None:
+        self.inner = inner
+        self.lose = lose
+        self.writes = 0
+
+    def list_files(self, folder: str) -> list[RemoteFile]:
+        return self.inner.list_files(folder)
+
+    def size(self, folder: str, name: str) -> int | None:
+        return self.inner.size(folder, name)
+
+    def read(self, folder: str, name: str, offset: int, limit: int) -> bytes:
+        return self.inner.read(folder, name, offset, limit)
+
+    def write_at(self, folder: str, name: str, offset: int, data: bytes) -> int:
+        self.writes += 1
+        size = self.inner.write_at(folder, name, offset, data)
+        if self.writes in self.lose:
+            raise TransportError(f"{folder}/{name}: connection lost before the answer")
+        return size
+
+    def replace(self, folder: str, name: str, data: bytes) -> None:
+        self.inner.replace(folder, name, data)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,132 @@
+"""Compaction's side of the hub (rule 15): a tombstone goes only once every replica in the
+hub has read past it, and a replica's own hub file is compacted so that peers notice.
+
+Real replicas (config files, state directories) sharing a folder hub, synced through the
+CLI; compaction through the same calls the daemon makes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memsync.core.lines import Header, classify
+from memsync.core.records import Record
+from memsync.core.timestamps import SECOND
+from memsync.hub.compaction import acknowledged_for, compact_own_hub_file
+from memsync.hub.transports.localdir import LocalDirTransport
+from memsync.local.compaction import compact_file
+from memsync.local.fresh import now_us
+from tests.helpers.sync import MEMORY, Replica, assert_converged, hub_file, make_replica
+
+DAY = 86_400 * SECOND
+
+
+def _tombstones(path: Path) -> list[Record]:
+    out = []
+    for raw in path.read_bytes().splitlines():
+        rec = classify(raw)
+        if isinstance(rec, Record) and rec.deleted:
+            out.append(rec)
+    return out
+
+
+def _deleted_entry(tmp_path: Path, names: list[str]) -> tuple[Path, list[Replica], str]:
+    """Replicas sharing a hub; the first adds an entry, everyone syncs, the first forgets it."""
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    reps = [make_replica(tmp_path, n, str(hub)) for n in names]
+    rid = reps[0].memory().add("fact", "The staging bucket moved.").id
+    for r in reps:
+        r.sync()
+    reps[0].memory().forget(rid)
+    return hub, reps, rid
+
+
+def test_a_tombstone_every_replica_read_is_acknowledged_and_may_go(tmp_path: Path) -> None:
+    _hub, (a, b), rid = _deleted_entry(tmp_path, ["a", "b"])
+    a.sync()  # pushes the tombstone
+    b.sync()  # reads it, and publishes that it did
+    a.sync()  # reads b's watermarks
+    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    assert ack is not None
+    [tomb] = _tombstones(a.path)
+    assert ack(tomb)
+    later = now_us() + 2 * DAY
+    result = compact_file(a.path, now=later, horizon_days=1, quiet_seconds=0, acknowledged=ack)
+    assert result.rewritten
+    assert _tombstones(a.path) == []
+    assert rid not in a.path.read_text()  # the deleted entry went with its tombstone
+    assert all(rec.id != rid for rec in a.view().records)
+
+
+def test_a_replica_that_has_not_read_a_tombstone_holds_it_back(tmp_path: Path) -> None:
+    _hub, (a, b, c), rid = _deleted_entry(tmp_path, ["a", "b", "c"])
+    a.sync()
+    b.sync()  # b reads the tombstone; c does not sync again
+    a.sync()
+    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    assert ack is not None
+    [tomb] = _tombstones(a.path)
+    assert not ack(tomb)
+    later = now_us() + 2 * DAY
+    compact_file(a.path, now=later, horizon_days=1, quiet_seconds=0, acknowledged=ack)
+    assert [t.id for t in _tombstones(a.path)] == [rid]  # kept for c
+    # c still holds the entry; when it syncs, the entry stays deleted everywhere.
+    c.sync()
+    a.sync()
+    assert all(rec.id != rid for rec in c.view().records)
+    assert_converged([a, b, c])
+
+
+def test_a_retired_replica_no_longer_holds_tombstones_back(tmp_path: Path) -> None:
+    _hub, (a, b, _c), _ = _deleted_entry(tmp_path, ["a", "b", "c"])
+    a.sync()
+    b.sync()
+    a.sync()
+    assert a.cli("forget-replica", "c").rc == 0
+    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    assert ack is not None
+    [tomb] = _tombstones(a.path)
+    assert ack(tomb)
+
+
+def test_a_file_with_no_remote_needs_no_acknowledgement(tmp_path: Path) -> None:
+    assert acknowledged_for(tmp_path, MEMORY, [], "a") is None
+
+
+def test_own_hub_file_compaction_is_noticed_by_peers(tmp_path: Path) -> None:
+    hub, (a, b), _rid = _deleted_entry(tmp_path, ["a", "b"])
+    mem = a.memory()
+    for i in range(20):  # versions that compaction can drop
+        mem.supersede(mem.add("lesson", f"Version {i}.").id, f"Version {i}, revised.")
+    a.sync()
+    b.sync()
+    a.sync()
+    own = hub_file(hub, a)
+    before = own.read_bytes()
+    header_before = classify(before.splitlines()[0])
+    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    sizes = compact_own_hub_file(
+        memory=MEMORY,
+        remote="hub",
+        transport=LocalDirTransport(hub),
+        replica="a",
+        state_dir=a.state_dir,
+        horizon=DAY,
+        acknowledged=ack,
+        now=now_us() + 2 * DAY,
+    )
+    assert sizes is not None
+    assert sizes[1] < sizes[0] == len(before)
+    after = own.read_bytes()
+    assert len(after) == sizes[1]
+    header_after = classify(after.splitlines()[0])
+    assert isinstance(header_before, Header)
+    assert isinstance(header_after, Header)
+    assert header_after.generation != header_before.generation
+    # Peers re-read it; a keeps pushing at the right place; nothing is lost or duplicated.
+    a.memory().add("fact", "Written after the hub file was compacted.")
+    for r in (b, a, b):
+        r.sync()
+    assert_converged([a, b])
+    assert any("after the hub file" in rec.raw.decode() for rec in b.view().records)
