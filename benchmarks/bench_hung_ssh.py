@@ -42,6 +42,7 @@ from common import machine
 
 from memsync.daemon.status import read_status
 from memsync.local.memory import Memory
+from memsync.local.statedir import StateDir
 from tests.helpers.daemons import MEMORY, Cluster, Remote, wait_for
 from tests.helpers.sshd import SshdServer, _descendants, start_sshd
 
@@ -137,7 +138,7 @@ def main() -> None:
                 time.sleep(0.005)
             latencies.append(time.monotonic() - t0)
             if failed_after is None:
-                st = read_status(a.state)
+                st = read_status(StateDir(a.state))
                 err = st.memories[MEMORY].remotes["vm"].last_error if st else None
                 if err:
                     failed_after, message = time.monotonic() - hang_start, err
@@ -145,7 +146,7 @@ def main() -> None:
         if failed_after is None:
             st = wait_for(
                 lambda: (
-                    (s := read_status(a.state))
+                    (s := read_status(StateDir(a.state)))
                     and s.memories[MEMORY].remotes["vm"].last_error
                     and s
                 ),

@@ -85,8 +85,9 @@ def main() -> None:
 def _in_process(a: Path, b: Path, state: Path) -> Run:
     code = (
         "import time, resource, sys; from pathlib import Path; "
-        "from memsync.local.merge import merge_indexed; t=time.perf_counter(); "
-        f"merge_indexed(Path({str(a)!r}), [Path({str(b)!r})], Path({str(state / 'memsync')!r})); "
+        "from memsync.local.merge import merge_indexed; "
+        "from memsync.local.statedir import StateDir; t=time.perf_counter(); "
+        f"merge_indexed(Path({str(a)!r}), [Path({str(b)!r})], StateDir(Path({str(state / 'memsync')!r}))); "
         "print(time.perf_counter()-t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

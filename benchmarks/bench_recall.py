@@ -38,13 +38,14 @@ QUERIES = [
 
 
 def bench_recall(n: int, queries: int) -> None:
-    from memsync.local.fulltext import TextIndex, live_cache, recall, text_index_path
+    from memsync.local.fulltext import TextIndex, live_cache, recall
+    from memsync.local.statedir import StateDir
 
     path = generated(f"recall-{n}.jsonl", "--entries", str(n), "--seed", "10")
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
         started = time.perf_counter()
-        with TextIndex(path.resolve(), text_index_path(state, path)) as index:
+        with TextIndex(path.resolve(), StateDir(state).recall_index(path)) as index:
             index.refresh()
         build = time.perf_counter() - started
         started = time.perf_counter()

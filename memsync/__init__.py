@@ -50,6 +50,7 @@ if _typing.TYPE_CHECKING:
         plan_file_merge,
     )
     from memsync.local.reading import CheckReport, MemoryView, SecretFinding, view_of
+    from memsync.local.statedir import StateDir
     from memsync.models import Entry, Tombstone
 
 # Everything but the errors is imported on first use (PEP 562): `import memsync` (and so
@@ -70,6 +71,7 @@ _LAZY = {
     "Record": "memsync.core.records",
     "RemoteFile": "memsync.hub.transports",
     "SecretFinding": "memsync.local.reading",
+    "StateDir": "memsync.local.statedir",
     "SyncReport": "memsync.hub.sync",
     "Tombstone": "memsync.models",
     "Transport": "memsync.hub.transports",
@@ -128,6 +130,7 @@ __all__ = [
     "ReplicaClash",
     "SecretFinding",
     "SecretRefused",
+    "StateDir",
     "SyncReport",
     "Tombstone",
     "Transport",

@@ -31,6 +31,7 @@ from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
 from memsync.local.fulltext import live_cache, recall, warm
 from memsync.local.memory import Memory
+from memsync.local.statedir import StateDir
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
@@ -140,7 +141,7 @@ def _bounded(hits: list[Hit], max_chars: int) -> tuple[list[Hit], bool]:
     return kept, False
 
 
-def build_server(path: Path, name: str, state_dir: Path | None = None) -> MCPServer:
+def build_server(path: Path, name: str, state_dir: StateDir | None = None) -> MCPServer:
     """An MCP server for memory file `path` (created if missing), named `name` in its
     resource URIs. The recall index lives in `state_dir` (default: memsync's)."""
     mem = Memory.open(path)
@@ -309,7 +310,7 @@ def build_server(path: Path, name: str, state_dir: Path | None = None) -> MCPSer
     return server
 
 
-def _warm(path: Path, state_dir: Path | None) -> None:
+def _warm(path: Path, state_dir: StateDir | None) -> None:
     try:
         warm(path, state_dir)
     except (MemsyncError, OSError, sqlite3.Error) as exc:  # the first recall will say why
@@ -330,7 +331,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     allow_remote: bool = False,
-    state_dir: Path | None = None,
+    state_dir: StateDir | None = None,
 ) -> None:
     """Serve memory file `path` over stdio (what agent hosts launch) or, with `http`,
     streamable HTTP on `host:port` (loopback only unless `allow_remote`)."""

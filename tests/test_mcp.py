@@ -24,6 +24,7 @@ from mcp_types import CallToolResult, TextContent, TextResourceContents
 from memsync import Memory
 from memsync.cli import main
 from memsync.errors import MemsyncError
+from memsync.local.statedir import StateDir
 from memsync.mcp_server import DEFAULT_MAX_CHARS, build_server, check_host
 from tests.helpers.paths import ROOT
 
@@ -62,7 +63,7 @@ def test_a_non_loopback_host_is_refused(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
     path = tmp_path / "me.jsonl"
-    server = build_server(path, "me", tmp_path / "state")
+    server = build_server(path, "me", StateDir(tmp_path / "state"))
 
     async def scenario() -> None:
         async with Client(server) as client:
@@ -153,7 +154,7 @@ def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
 
 def test_a_secret_is_refused_with_memsyncs_message(tmp_path: Path) -> None:
     path = tmp_path / "me.jsonl"
-    server = build_server(path, "me", tmp_path / "state")
+    server = build_server(path, "me", StateDir(tmp_path / "state"))
 
     async def scenario() -> CallToolResult:
         async with Client(server) as client:
@@ -172,7 +173,7 @@ def test_a_secret_is_refused_with_memsyncs_message(tmp_path: Path) -> None:
 
 def test_a_bad_kind_or_limit_is_rejected_by_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "me.jsonl"
-    server = build_server(path, "me", tmp_path / "state")
+    server = build_server(path, "me", StateDir(tmp_path / "state"))
 
     async def scenario() -> list[CallToolResult]:
         async with Client(server) as client:
@@ -244,7 +245,7 @@ def big_memory(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_reply_is_bounded_on_a_100k_memory(big_memory: Path, tmp_path: Path) -> None:
-    server = build_server(big_memory, "big", tmp_path / "state")
+    server = build_server(big_memory, "big", StateDir(tmp_path / "state"))
 
     async def scenario() -> None:
         async with Client(server) as client:

@@ -192,8 +192,8 @@ def _print_merge(result: MergeResult, as_json: bool, *, show_records: bool = Fal
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from memsync.local.dirs import default_state_dir
     from memsync.local.merge import merge_files, merge_indexed
+    from memsync.local.statedir import StateDir
 
     sources = existing(args.sources)
     if any(src.resolve() == args.into.resolve() for src in sources):
@@ -206,7 +206,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         result = merge_indexed(
             args.into,
             sources,
-            default_state_dir(),
+            StateDir.of(),
             now=args.now,
             dry_run=args.dry_run,
             progress=args.progress,
@@ -243,6 +243,7 @@ def _hub_side(path: Path, config_path: Path | None) -> dict[str, Any]:
     tombstone some replica has not read (rule 15): its name, remotes, replica and state
     directory. Nothing for a file no config names (then every old tombstone may go)."""
     from memsync.config import default_config_path, load_config
+    from memsync.config.wiring import state_of
     from memsync.hub.state import resolve_replica
 
     config_file = config_path if config_path is not None else default_config_path()
@@ -257,8 +258,8 @@ def _hub_side(path: Path, config_path: Path | None) -> dict[str, Any]:
             return {
                 "memory": mem.name,
                 "remotes": remotes,
-                "replica": resolve_replica(config.replica, config.state_dir),
-                "state_dir": config.state_dir,
+                "replica": resolve_replica(config.replica, state_of(config)),
+                "state_dir": state_of(config),
             }
     return {}
 

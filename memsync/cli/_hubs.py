@@ -162,11 +162,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from memsync.config.wiring import state_of
     from memsync.daemon.status import compaction_line, daemon_running, evaluate, read_status
     from memsync.daemon.status import to_json as status_json
 
     config, _ = _daemon_config(args.config)
-    state_dir = config.state_dir
+    state_dir = state_of(config)
     status = read_status(state_dir)
     now = now_us()
     verdict = evaluate(status, daemon_running(state_dir), now)
@@ -211,6 +212,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_forget_replica(args: argparse.Namespace) -> int:
+    from memsync.config.wiring import state_of
     from memsync.core.names import valid_replica
     from memsync.hub.state import retired, set_retired
 
@@ -220,14 +222,15 @@ def cmd_forget_replica(args: argparse.Namespace) -> int:
             "with '.'); `memsync status` lists the replicas of each hub"
         )
     config, _ = _daemon_config(args.config)
-    names = retired(config.state_dir)
+    state_dir = state_of(config)
+    names = retired(state_dir)
     if args.undo:
         names.discard(args.replica)
         verb = "no longer retired"
     else:
         names.add(args.replica)
         verb = "retired: compaction no longer waits for it to read tombstones"
-    set_retired(config.state_dir, names)
+    set_retired(state_dir, names)
     print(f"replica {args.replica!r} {verb}")
     return EXIT_OK
 

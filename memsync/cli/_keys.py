@@ -139,11 +139,12 @@ def cmd_key_rotate(args: argparse.Namespace) -> int:
 def _reencode_own_files(config: Config) -> list[tuple[str, bool]]:
     """Rewrite this machine's own hub file of every encrypted memory and remote under the
     current key (memsync.hub.codec's `prepare`, under the pass lock); one line each."""
-    from memsync.config.wiring import codec_for, open_remote
-    from memsync.hub.state import SyncState, pass_lock, resolve_replica, state_path
+    from memsync.config.wiring import codec_for, open_remote, state_of
+    from memsync.hub.state import SyncState, pass_lock, resolve_replica
 
     out: list[tuple[str, bool]] = []
-    replica = resolve_replica(config.replica, config.state_dir)
+    state_dir = state_of(config)
+    replica = resolve_replica(config.replica, state_dir)
     for mem in config.memory:
         for rc in config.memory_remotes(mem):
             if not rc.encrypt:
@@ -151,9 +152,9 @@ def _reencode_own_files(config: Config) -> list[tuple[str, bool]]:
             codec = codec_for(rc, config, mem.name)
             transport = open_remote(rc)
             try:
-                with pass_lock(config.state_dir, mem.name, rc.name):
-                    state = SyncState.load(state_path(config.state_dir, mem.name, rc.name))
-                    codec.prepare(transport, mem.name, replica + ".jsonl", state, config.state_dir)
+                with pass_lock(state_dir, mem.name, rc.name):
+                    state = SyncState.load(state_dir.sync_state(mem.name, rc.name))
+                    codec.prepare(transport, mem.name, replica + ".jsonl", state, state_dir)
                 out.append((f"{mem.name} <-> {rc.name}: own hub file under the new key", True))
             except MemsyncError as exc:
                 out.append((f"{mem.name} <-> {rc.name}: FAILED: {exc}", False))

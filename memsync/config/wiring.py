@@ -1,6 +1,6 @@
 """The library driven by a `Config` (read only by the CLI and the daemon, STYLE "config"):
-open each configured remote, and one sync pass for every memory and remote. `memsync.hub`
-itself takes ready-made objects and never sees the config."""
+its state directory, each configured remote opened, and one sync pass for every memory and
+remote. `memsync.hub` itself takes ready-made objects and never sees the config."""
 
 from __future__ import annotations
 
@@ -14,8 +14,14 @@ from memsync.hub.state import resolve_replica
 from memsync.hub.sync import SyncReport, sync_once
 from memsync.hub.transports import Transport, open_transport
 from memsync.local.memory import Memory
+from memsync.local.statedir import StateDir
 
-__all__ = ["codec_for", "key_file_of", "open_remote", "sync_config"]
+__all__ = ["codec_for", "key_file_of", "open_remote", "state_of", "sync_config"]
+
+
+def state_of(config: Config) -> StateDir:
+    """The state directory of `config` (its `state_dir`, a path in the TOML)."""
+    return StateDir(config.state_dir)
 
 
 def open_remote(remote: RemoteConfig) -> Transport:
@@ -48,7 +54,8 @@ def sync_config(
     """One pass for every memory and remote of `config` (or the one named): a remote that
     fails does not stop the others. `transports`, when given, are reused and kept open
     (the daemon's connections); otherwise they are opened and closed here."""
-    replica = resolve_replica(config.replica, config.state_dir)
+    state = state_of(config)
+    replica = resolve_replica(config.replica, state)
     own = transports is None
     pool: dict[str, Transport] = {} if transports is None else transports
     reports: list[SyncReport] = []
@@ -70,7 +77,7 @@ def sync_config(
                         remote=rc.name,
                         transport=pool[rc.name],
                         replica=replica,
-                        state_dir=config.state_dir,
+                        state_dir=state,
                         now=now,
                         codec=codec_for(rc, config, mem.name),  # issue 12
                     )

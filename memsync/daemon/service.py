@@ -31,7 +31,7 @@ from types import FrameType
 from typing import Any
 
 from memsync.config import Config, RemoteConfig, cron_trigger, load_config
-from memsync.config.wiring import codec_for, open_remote
+from memsync.config.wiring import codec_for, open_remote, state_of
 from memsync.core.timestamps import SECOND
 from memsync.daemon import _systemd
 from memsync.daemon._watch import watch_jsonl
@@ -40,7 +40,6 @@ from memsync.daemon.status import (
     DaemonStatus,
     MemoryStatus,
     RemoteStatus,
-    pid_lock_path,
     read_status,
     returns,
     write_pid,
@@ -56,6 +55,7 @@ from memsync.local.fresh import now_us
 from memsync.local.lock import held
 from memsync.local.memory import Memory
 from memsync.local.reading import BadLineWatch
+from memsync.local.statedir import StateDir
 from memsync.local.storage import private_dirs
 
 __all__ = ["Daemon"]
@@ -115,6 +115,7 @@ class Daemon:
     def __init__(self, config: Config, config_path: Path | None) -> None:
         self.config = config
         self.config_path = config_path
+        self.state = state_of(config)  # fixed for the daemon's life (a reload keeps it)
         self.replica = ""
         self._stopping = False
         self._reload = False
@@ -139,9 +140,8 @@ class Daemon:
     def run(self, announce: Sequence[str] = ()) -> int:
         """Run until SIGTERM or SIGINT. `announce`: lines logged once the PID lock is held
         (what it watches), so that a second daemon refused the lock says only why."""
-        state_dir = self.config.state_dir
-        private_dirs(state_dir)
-        with self._pid_lock(state_dir):
+        private_dirs(self.state.root)
+        with self._pid_lock(self.state):
             for line in announce:
                 logger.info("%s", line)
             self._install_signals()
@@ -159,8 +159,8 @@ class Daemon:
         return 0
 
     @contextmanager
-    def _pid_lock(self, state_dir: Path) -> Iterator[None]:
-        with held(pid_lock_path(state_dir), 0, lambda: DaemonAlreadyRunning(str(state_dir))):
+    def _pid_lock(self, state_dir: StateDir) -> Iterator[None]:
+        with held(state_dir.daemon_lock, 0, lambda: DaemonAlreadyRunning(str(state_dir))):
             write_pid(state_dir)
             yield
 
@@ -178,10 +178,10 @@ class Daemon:
 
     def _start(self) -> None:
         cfg = self.config
-        self.replica = resolve_replica(cfg.replica, cfg.state_dir)
+        self.replica = resolve_replica(cfg.replica, self.state)
         # Compaction's record outlives a reload or restart: else a daemon restarted more
         # often than max_postpone_seconds would never force a compaction.
-        before = self._status or read_status(cfg.state_dir)
+        before = self._status or read_status(self.state)
         self._status = DaemonStatus(
             pid=_pid(),
             replica=self.replica,
@@ -190,7 +190,7 @@ class Daemon:
             config=str(self.config_path) if self.config_path else "(embedded default)",
             horizon_days=cfg.compaction.tombstone_horizon_days,
             max_postpone_seconds=cfg.compaction.max_postpone_seconds,
-            retired=sorted(retired(cfg.state_dir)),
+            retired=sorted(retired(self.state)),
         )
         for mem in cfg.memory:
             Memory.open(mem.path)  # created 0600 with a header when missing
@@ -296,7 +296,7 @@ class Daemon:
             remote=remote,
             transport=transport,
             replica=self.replica,
-            state_dir=self.config.state_dir,
+            state_dir=self.state,
             codec=self._codec(memory, remote),  # issue 12
         )
         if stopped.is_set():
@@ -377,7 +377,7 @@ class Daemon:
     ) -> None:
         """Say loudly when a replica silent for longer than the horizon publishes again."""
         horizon = self.config.compaction.tombstone_horizon_days * 86_400 * SECOND
-        gone = retired(self.config.state_dir)
+        gone = retired(self.state)
         for message in returns(memory, remote, before, after, now, horizon, gone):
             logger.warning("%s", message)
 
@@ -422,7 +422,7 @@ class Daemon:
                 memory=memory,
                 remotes=remotes,
                 replica=self.replica,
-                state_dir=self.config.state_dir,
+                state_dir=self.state,
                 transports=self._transports,
                 codecs={name: self._codec(memory, name) for name in remotes},
                 horizon_days=cc.tombstone_horizon_days,
@@ -617,7 +617,7 @@ class Daemon:
             return
         self._status.updated_at = now_us()
         try:
-            write_status(self.config.state_dir, self._status)
+            write_status(self.state, self._status)
         except OSError as exc:
             logger.error("cannot write the status: %s", exc)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -21,6 +20,7 @@ from memsync.core.timestamps import SECOND, format_ts
 from memsync.core.watermarks import came_back, standing
 from memsync.errors import ReplicaClash
 from memsync.local.lock import is_locked
+from memsync.local.statedir import StateDir
 from memsync.local.storage import atomic_replace
 
 if TYPE_CHECKING:
@@ -36,10 +36,8 @@ __all__ = [
     "compaction_line",
     "daemon_running",
     "evaluate",
-    "pid_lock_path",
     "read_status",
     "returns",
-    "status_path",
     "to_json",
     "write_pid",
     "write_status",
@@ -186,36 +184,27 @@ class DaemonStatus(_Model):
     memories: dict[str, MemoryStatus] = Field(default_factory=dict)
 
 
-def status_path(state_dir: Path) -> Path:
-    return state_dir / "status.json"
-
-
-def pid_lock_path(state_dir: Path) -> Path:
-    """The daemon's PID lock: one daemon per state directory."""
-    return state_dir / "daemon.lock"
-
-
-def write_status(state_dir: Path, status: DaemonStatus) -> None:
+def write_status(state_dir: StateDir, status: DaemonStatus) -> None:
     """Write the status atomically (a reader sees the old or the new document)."""
-    atomic_replace(status_path(state_dir), status.model_dump_json(indent=1).encode())
+    atomic_replace(state_dir.daemon_status, status.model_dump_json(indent=1).encode())
 
 
-def read_status(state_dir: Path) -> DaemonStatus | None:
+def read_status(state_dir: StateDir) -> DaemonStatus | None:
     """The last status written, or None when there is none (or it cannot be read)."""
     try:
-        return DaemonStatus.model_validate_json(status_path(state_dir).read_bytes())
+        return DaemonStatus.model_validate_json(state_dir.daemon_status.read_bytes())
     except (FileNotFoundError, ValidationError, ValueError):
         return None
 
 
-def daemon_running(state_dir: Path) -> int | None:
+def daemon_running(state_dir: StateDir) -> int | None:
     """The pid of the daemon holding the state directory's PID lock, or None."""
-    lock_file = pid_lock_path(state_dir)
+    lock_file = state_dir.daemon_lock
     if not lock_file.exists():
         return None
     if is_locked(lock_file):
         try:
-            return int((state_dir / "daemon.pid").read_text().strip())
+            return int(state_dir.daemon_pid.read_text().strip())
         except (OSError, ValueError):
             return -1
     return None
@@ -362,8 +351,8 @@ def to_json(status: DaemonStatus | None, verdict: Verdict) -> str:
     return json.dumps(doc, indent=2)
 
 
-def write_pid(state_dir: Path) -> None:
-    atomic_replace(state_dir / "daemon.pid", f"{os.getpid()}\n".encode())
+def write_pid(state_dir: StateDir) -> None:
+    atomic_replace(state_dir.daemon_pid, f"{os.getpid()}\n".encode())
 
 
 def returns(

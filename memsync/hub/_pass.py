@@ -18,15 +18,10 @@ from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.errors import MemsyncError
 from memsync.hub.codec import PlainCodec
-from memsync.hub.state import (
-    SyncState,
-    hub_store_path,
-    install_token,
-    state_path,
-)
+from memsync.hub.state import SyncState, install_token
 from memsync.hub.transports import Transport
 from memsync.local.fileindex import DigestStore, FileIndex
-from memsync.local.merge import index_path
+from memsync.local.statedir import StateDir
 
 __all__ = [
     "HUB_TAIL_BYTES",
@@ -122,7 +117,7 @@ class PassBase:
         remote: str,
         transport: Transport,
         replica: str,
-        state_dir: Path,
+        state_dir: StateDir,
         now: int,
         codec: PlainCodec | None = None,
     ) -> None:
@@ -130,7 +125,7 @@ class PassBase:
         # issue 12: hub lines <-> local lines (memsync.hub.codec); plain unless encrypt = true
         self.codec = codec if codec is not None else PlainCodec(remote, memory)
         self.t, self.replica, self.now = transport, replica, now
-        self.state_path = state_path(state_dir, memory, remote)
+        self.state_path = state_dir.sync_state(memory, remote)
         self.state = SyncState.load(self.state_path)
         if self.state.replica != replica:
             # Another replica id than last time (the fix a clash message asks for): our hub
@@ -139,8 +134,8 @@ class PassBase:
             st.own_size, st.own_tail, st.own_generation, st.pushed = None, "", None, None
             st.own_hub_generation = None
             st.replica = replica
-        self.hub = DigestStore(hub_store_path(state_dir, memory, remote))
-        self.index = FileIndex(local, index_path(state_dir, local))
+        self.hub = DigestStore(state_dir.hub_index(memory, remote))
+        self.index = FileIndex(local, state_dir.merge_index(local))
         self.own = replica + _SUFFIX
         self.install = install_token(state_dir)  # written in our hub file's header
         self.report = SyncReport(memory, remote)

@@ -39,10 +39,11 @@ from pathlib import Path
 from memsync.errors import HubKeyMismatch, KeyFileError
 from memsync.hub.crypto import SCHEME, LineCipher
 from memsync.hub.keys import Keyring, load_keyring
-from memsync.hub.state import SyncState, install_token, state_path
+from memsync.hub.state import SyncState, install_token
 from memsync.hub.transports import Transport
 from memsync.local.fresh import header_line, now_us
-from memsync.local.storage import atomic_replace, private_dirs
+from memsync.local.statedir import StateDir
+from memsync.local.storage import atomic_replace
 
 __all__ = [
     "PLAIN",
@@ -52,7 +53,6 @@ __all__ = [
     "HubKeyMismatch",
     "PlainCodec",
     "header_identity",
-    "marker_path",
 ]
 
 logger = logging.getLogger("memsync.hub")
@@ -65,12 +65,6 @@ _HEAD = b'{"format"'
 
 BadDict = dict[str, object]
 Chunk = tuple[str, int, list[bytes]]
-
-
-def marker_path(state_dir: Path, memory: str, remote: str) -> Path:
-    """What our own hub file was last written with (`plain` or a key id): a cache beside
-    the pass's state (memsync.hub.state), deleted with it."""
-    return state_dir / "sync" / memory / f"{remote}.codec"
 
 
 def header_identity(raw: bytes) -> str | None:
@@ -192,12 +186,14 @@ class PlainCodec:
     # Changes of mode or key
 
     def prepare(
-        self, t: Transport, memory: str, own: str, state: SyncState, state_dir: Path
+        self, t: Transport, memory: str, own: str, state: SyncState, state_dir: StateDir
     ) -> None:
         """At the start of a pass, under its lock: when our own hub file was last written
         with another identity (or that is unknown), re-encode it in one replace and make
         `state` forget the hub (a full re-read); see the module docstring."""
-        marker = marker_path(state_dir, memory, self.remote)
+        # What our own hub file was last written with (`plain` or a key id): a cache
+        # beside the pass's state, deleted with it.
+        marker = state_dir.codec_marker(memory, self.remote)
         try:
             last: str | None = marker.read_text(encoding="utf-8").strip()
         except FileNotFoundError:
@@ -236,9 +232,8 @@ class PlainCodec:
         # its header (each checked against the new mode) and re-learns what the hub holds.
         state.own_size, state.own_tail, state.own_generation = None, "", None
         state.pushed, state.peers = None, {}
-        state.save(state_path(state_dir, memory, self.remote))
-        private_dirs(marker.parent)
-        atomic_replace(marker, (self.identity + "\n").encode())
+        state.save(state_dir.sync_state(memory, self.remote))
+        atomic_replace(state_dir.prepared(marker), (self.identity + "\n").encode())
 
     def _reencoded(
         self, lines: list[bytes], current: str, where: str, install: str
@@ -379,6 +374,6 @@ class FailingCodec(PlainCodec):
         self.message = message
 
     def prepare(
-        self, t: Transport, memory: str, own: str, state: SyncState, state_dir: Path
+        self, t: Transport, memory: str, own: str, state: SyncState, state_dir: StateDir
     ) -> None:
         raise KeyFileError(self.message)

@@ -32,25 +32,19 @@ from memsync.core.watermarks import (
 from memsync.errors import MemsyncError
 from memsync.hub._pass import HUB_TAIL_BYTES, READ_BYTES, b64
 from memsync.hub.codec import PlainCodec
-from memsync.hub.state import (
-    SyncState,
-    hub_store_path,
-    install_token,
-    pass_lock,
-    retired,
-    state_path,
-)
+from memsync.hub.state import SyncState, install_token, pass_lock, retired
 from memsync.hub.transports import Transport
 from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
 from memsync.local.fileindex import DigestStore
 from memsync.local.fresh import now_us
 from memsync.local.progress import Progress
+from memsync.local.statedir import StateDir
 
 __all__ = ["MemoryCompaction", "acknowledged_for", "compact_memory", "compact_own_hub_file"]
 
 
 def acknowledged_for(
-    state_dir: Path, memory: str, remotes: Sequence[str], replica: str
+    state_dir: StateDir, memory: str, remotes: Sequence[str], replica: str
 ) -> Callable[[Record], bool] | None:
     """Compaction's predicate for a local file synced with `remotes` (rule 15): a tombstone
     may go only when, in every hub, it was seen no later than a snapshot every other
@@ -61,7 +55,7 @@ def acknowledged_for(
 
 @contextmanager
 def _acknowledgements(
-    state_dir: Path, memory: str, remotes: Sequence[str], replica: str
+    state_dir: StateDir, memory: str, remotes: Sequence[str], replica: str
 ) -> Iterator[Callable[[Record], bool] | None]:
     """`acknowledged_for`, with its digest stores closed at the end of the block."""
     with ExitStack() as stores:
@@ -69,14 +63,14 @@ def _acknowledgements(
 
 
 def _acknowledged(
-    state_dir: Path, memory: str, remotes: Sequence[str], replica: str, stores: ExitStack
+    state_dir: StateDir, memory: str, remotes: Sequence[str], replica: str, stores: ExitStack
 ) -> Callable[[Record], bool] | None:
     if not remotes:
         return None
     gone = retired(state_dir)
     checks: list[Callable[[Record], bool]] = []
     for remote in remotes:
-        state = SyncState.load(state_path(state_dir, memory, remote))
+        state = SyncState.load(state_dir.sync_state(memory, remote))
         others = {
             name: marks_of(name, state.marks.get(name))
             # Every replica known in the hub: one with a file, or only watermarks (a
@@ -85,7 +79,7 @@ def _acknowledged(
             if name != replica and name not in gone
         }
         covered = covered_snapshot([snapshot_of(d) for d in state.snapshots], others)
-        store = stores.enter_context(DigestStore(hub_store_path(state_dir, memory, remote)))
+        store = stores.enter_context(DigestStore(state_dir.hub_index(memory, remote)))
         checks.append(_check(store, covered))
 
     def by_every_hub(rec: Record) -> bool:
@@ -116,7 +110,7 @@ def compact_memory(
     memory: str = "",
     remotes: Sequence[str] = (),
     replica: str = "",
-    state_dir: Path | None = None,
+    state_dir: StateDir | None = None,
     transports: Mapping[str, Transport] | None = None,
     codecs: Mapping[str, PlainCodec] | None = None,
     now: int | None = None,
@@ -141,7 +135,7 @@ def compact_memory(
     """
     if remotes and state_dir is None:
         raise ValueError("compact_memory: remotes need the state directory")
-    with _acknowledgements(state_dir or Path(), memory, remotes, replica) as ack:
+    with _acknowledgements(state_dir or StateDir(Path()), memory, remotes, replica) as ack:
         local = compact_file(
             path,
             now=now,
@@ -184,7 +178,7 @@ def compact_own_hub_file(
     remote: str,
     transport: Transport,
     replica: str,
-    state_dir: Path,
+    state_dir: StateDir,
     horizon: int,
     acknowledged: Callable[[Record], bool] | None,
     now: int | None = None,
@@ -201,7 +195,7 @@ def compact_own_hub_file(
     at = now_us() if now is None else now
     own = replica + ".jsonl"
     with pass_lock(state_dir, memory, remote):
-        state = SyncState.load(state_path(state_dir, memory, remote))
+        state = SyncState.load(state_dir.sync_state(memory, remote))
         size = transport.size(memory, own)
         if not size or size != state.own_size:
             return None  # unknown to us: the next pass checks it first
@@ -244,5 +238,5 @@ def compact_own_hub_file(
         transport.replace(memory, own, new)
         state.own_size, state.own_tail = len(new), b64(new[-HUB_TAIL_BYTES:])
         state.own_generation = generation
-        state.save(state_path(state_dir, memory, remote))
+        state.save(state_dir.sync_state(memory, remote))
         return size, len(new)

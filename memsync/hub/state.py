@@ -18,18 +18,17 @@ from memsync.core.names import valid_replica
 from memsync.core.watermarks import MarksDoc, SnapshotDoc
 from memsync.errors import LockTimeout, MemsyncError
 from memsync.local.lock import held
+from memsync.local.statedir import StateDir
 from memsync.local.storage import atomic_replace, private_dirs
 
 __all__ = [
     "PeerState",
     "SyncState",
-    "hub_store_path",
     "install_token",
     "pass_lock",
     "resolve_replica",
     "retired",
     "set_retired",
-    "state_path",
 ]
 
 SNAPSHOTS = 64
@@ -43,12 +42,12 @@ def _hostname_id() -> str:
     return f"{host.strip('.-')[:32] or 'replica'}-{_random.token_hex(3)}"
 
 
-def resolve_replica(configured: str | None, state_dir: Path) -> str:
+def resolve_replica(configured: str | None, state_dir: StateDir) -> str:
     """This machine's replica id: the configured one, else the one kept in the state
     directory, else a new one (host name plus a random suffix), saved there."""
     if configured:
         return configured
-    path = state_dir / "replica"
+    path = state_dir.replica_id
     try:
         saved = path.read_text(encoding="utf-8", errors="replace").strip()
     except FileNotFoundError:
@@ -63,12 +62,11 @@ def resolve_replica(configured: str | None, state_dir: Path) -> str:
             "(1 to 64 of A-Z a-z 0-9 . _ -), or delete the file to have a new one made"
         )
     new = _hostname_id()
-    private_dirs(state_dir)
-    atomic_replace(path, (new + "\n").encode())
+    atomic_replace(state_dir.prepared(path), (new + "\n").encode())
     return new
 
 
-def install_token(state_dir: Path) -> str:
+def install_token(state_dir: StateDir) -> str:
     """This installation's token, kept in the state directory (made on first use).
 
     Written in the header of every hub file this machine writes (issue 13, item 11): a
@@ -77,7 +75,7 @@ def install_token(state_dir: Path) -> str:
     before it merges or appends anything. A state directory lost and made again gets a
     new token; the records then tell (see `memsync.hub.sync`).
     """
-    path = state_dir / "install"
+    path = state_dir.install_token
     try:
         saved = path.read_text(encoding="utf-8", errors="replace").strip()
     except FileNotFoundError:
@@ -85,18 +83,8 @@ def install_token(state_dir: Path) -> str:
     if len(saved) == 16 and all(c in "0123456789abcdef" for c in saved):
         return saved
     new = _random.token_hex(8)  # missing or damaged: only a hint, so a new one will do
-    private_dirs(state_dir)
-    atomic_replace(path, (new + "\n").encode())
+    atomic_replace(state_dir.prepared(path), (new + "\n").encode())
     return new
-
-
-def state_path(state_dir: Path, memory: str, remote: str) -> Path:
-    return state_dir / "sync" / memory / f"{remote}.json"
-
-
-def hub_store_path(state_dir: Path, memory: str, remote: str) -> Path:
-    """The digests of the lines the hub holds (a `memsync.local.fileindex.DigestStore`)."""
-    return state_dir / "sync" / memory / f"{remote}.hub.sqlite"
 
 
 @dataclass
@@ -138,26 +126,24 @@ class SyncState:
 
 
 @contextmanager
-def pass_lock(state_dir: Path, memory: str, remote: str) -> Iterator[None]:
+def pass_lock(state_dir: StateDir, memory: str, remote: str) -> Iterator[None]:
     """One pass at a time for a memory and a remote, across processes (the daemon and a
     `memsync sync` run at once must not both write our hub file)."""
-    path = state_dir / "sync" / memory / f"{remote}.lock"
-    private_dirs(path.parent)
+    path = state_dir.prepared(state_dir.sync_lock(memory, remote))
     busy = f"{path}: another memsync process is syncing {memory} with {remote}"
     with held(path, 60, lambda: LockTimeout(busy)):
         yield
 
 
-def retired(state_dir: Path) -> set[str]:
+def retired(state_dir: StateDir) -> set[str]:
     """Replicas this machine was told to forget (`memsync forget-replica`)."""
     try:
-        names = json.loads((state_dir / "retired.json").read_text(encoding="utf-8"))
+        names = json.loads(state_dir.retired.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return set()
     return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
-def set_retired(state_dir: Path, names: set[str]) -> None:
+def set_retired(state_dir: StateDir, names: set[str]) -> None:
     """Record the replicas to forget (`memsync forget-replica`, and `--undo`)."""
-    private_dirs(state_dir)
-    atomic_replace(state_dir / "retired.json", json.dumps(sorted(names)).encode())
+    atomic_replace(state_dir.prepared(state_dir.retired), json.dumps(sorted(names)).encode())

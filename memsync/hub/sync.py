@@ -63,6 +63,7 @@ from memsync.hub.transports import RemoteFile, Transport
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
 from memsync.local.merge import merge_chunks
+from memsync.local.statedir import StateDir, StateDirLike
 
 __all__ = [
     "HUB_TAIL_BYTES",
@@ -380,17 +381,21 @@ def sync_once(
     remote: str,
     transport: Transport,
     replica: str,
-    state_dir: Path,
+    state_dir: StateDirLike,
     now: int | None = None,
     push: bool = True,
     codec: PlainCodec | None = None,
 ) -> SyncReport:
     """One pass of pull, merge and push for one memory and one remote.
 
+    `state_dir` is this machine's state directory (a `StateDir` or its path): what the
+    pass remembers of the hub, kept between passes.
+
     Never raises for a remote's failure: the report's `error` says what went wrong (the
     pull's progress is kept; the push is not attempted after a failed pull).
     """
     started = time.monotonic()
+    state = StateDir.of(state_dir)
     try:
         recover_after_crash(local)  # lines a killed compaction left aside (rule 16)
         p = _Pass(  # opens the state directory's indexes: a full disk fails here
@@ -399,7 +404,7 @@ def sync_once(
             remote=remote,
             transport=transport,
             replica=replica,
-            state_dir=state_dir,
+            state_dir=state,
             now=now_us() if now is None else now,
             codec=codec,
         )
@@ -408,8 +413,8 @@ def sync_once(
         report.seconds = round(time.monotonic() - started, 4)
         return report
     try:
-        with pass_lock(state_dir, memory, remote):
-            p.codec.prepare(p.t, memory, p.own, p.state, state_dir)  # issue 12: mode/key change
+        with pass_lock(state, memory, remote):
+            p.codec.prepare(p.t, memory, p.own, p.state, state)  # issue 12: mode/key change
             p.pull()
             p.state.save(p.state_path)
             if push:

@@ -21,7 +21,6 @@ with the same result contract.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -40,11 +39,11 @@ from memsync.core.prompt import scope_matches
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, build_view
-from memsync.local.dirs import default_state_dir
 from memsync.local.fileindex import TAIL_BYTES, tail_hash
 from memsync.local.fresh import now_us
 from memsync.local.reading import no_gc, prompt_of
 from memsync.local.sqlitedb import connect
+from memsync.local.statedir import StateDir, StateDirLike
 from memsync.local.storage import private_dirs, read_chunks, read_tail, require_file
 
 __all__ = [
@@ -54,7 +53,6 @@ __all__ = [
     "fts5_available",
     "live_cache",
     "recall",
-    "text_index_path",
     "warm",
 ]
 
@@ -120,12 +118,6 @@ def fts5_available() -> bool:
         return False
     finally:
         db.close()
-
-
-def text_index_path(state_dir: Path, path: Path) -> Path:
-    """Where the full-text index of memory file `path` lives in `state_dir`."""
-    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-    return state_dir / "recall" / f"{path.name[:40]}-{key}.sqlite"
 
 
 # The file's identity: what both caches check before resuming a read at an offset.
@@ -455,7 +447,7 @@ def recall(
     min_confidence: float = 0.0,
     limit: int = DEFAULT_LIMIT,
     now: int | None = None,
-    state_dir: Path | None = None,
+    state_dir: StateDirLike | None = None,
     use_fts: bool | None = None,
 ) -> list[RecallHit]:
     """The live entries of memory file `path` that best match `query`, best first.
@@ -463,7 +455,8 @@ def recall(
     At most `limit` hits; only entries that are the live current version of their id at
     `now` (SEMANTICS rules 8 to 11); with `scope`, only entries `scope_matches` would put
     in that task's prompt (global ones included); with `kinds`, only those kinds. The FTS5
-    index lives in `state_dir` (default: memsync's state directory); `use_fts=False`
+    index lives in `state_dir` (a `StateDir` or its path; default: memsync's state
+    directory, `$XDG_STATE_HOME/memsync`); `use_fts=False`
     forces the plain word-match scan (the fallback where FTS5 is missing).
 
     Raises:
@@ -478,11 +471,9 @@ def recall(
         use_fts = fts5_available()
     if not use_fts:
         return _scan(cache_.live(now), query, flt, limit)
-    if state_dir is None:
-        state_dir = default_state_dir()
     index = cache_.index()
     hits: list[RecallHit] = []
-    fts = _text_index(p.resolve(), text_index_path(state_dir, p))
+    fts = _text_index(p.resolve(), StateDir.of(state_dir).recall_index(p))
     fts.refresh()
     for rid, ts, score in fts.candidates(query, batch=max(32, 4 * limit)):
         rec = index.alive(rid, at)
@@ -496,14 +487,13 @@ def recall(
     return hits
 
 
-def warm(path: Path, state_dir: Path | None = None) -> None:
+def warm(path: Path, state_dir: StateDir | None = None) -> None:
     """Bring the cached view and the FTS5 index of `path` up to date now, so that the
-    first `recall` does not pay for reading a large file (a server calls it at start)."""
-    if state_dir is None:
-        state_dir = default_state_dir()
+    first `recall` does not pay for reading a large file (a server calls it at start).
+    `state_dir` None: the default state directory."""
     live_cache(path).index()
     if fts5_available():
-        _text_index(path.resolve(), text_index_path(state_dir, path)).refresh()
+        _text_index(path.resolve(), StateDir.of(state_dir).recall_index(path)).refresh()
 
 
 _INDEXES: dict[tuple[Path, Path], TextIndex] = {}

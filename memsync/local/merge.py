@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import xxhash
-
 from memsync.core.handoff import HandoffFilter, select_handoff
 from memsync.core.lines import classify
 from memsync.core.merge import (
@@ -41,6 +39,7 @@ from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.progress import Progress
 from memsync.local.reading import no_gc, scan
+from memsync.local.statedir import StateDir
 from memsync.local.storage import (
     Chunk,
     append_bytes,
@@ -56,7 +55,6 @@ __all__ = [
     "PendingMerge",
     "apply_merge",
     "handoff",
-    "index_path",
     "merge_chunks",
     "merge_files",
     "merge_indexed",
@@ -640,12 +638,6 @@ def _partitions(
             yield [(name, 0, list(itertools.islice(lines, count)))]
 
 
-def index_path(state_dir: Path, dest: Path) -> Path:
-    """Where the persistent index of memory file `dest` lives in `state_dir`."""
-    key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(dest)))
-    return state_dir / "index" / f"{dest.name[:40]}-{key}.sqlite"
-
-
 def _cursor_chunks(
     index: FileIndex,
     sources: Sequence[Path],
@@ -673,7 +665,7 @@ def _cursor_chunks(
 def merge_indexed(
     dest: Path,
     sources: Sequence[Path],
-    state_dir: Path,
+    state_dir: StateDir,
     *,
     now: int | None = None,
     max_future: int = DEFAULT_MAX_FUTURE,
@@ -686,7 +678,7 @@ def merge_indexed(
     last time, and the records a merge must be judged against are read with `pread`. A
     merge of one new record into a million-record file costs milliseconds.
     """
-    with FileIndex(dest, index_path(state_dir, dest)) as index:
+    with FileIndex(dest, state_dir.merge_index(dest)) as index:
         ends: dict[str, Cursor] = {}
         chunks = _cursor_chunks(index, sources, ends, progress)
         unread = _unread_bytes(index, sources)

@@ -34,6 +34,7 @@ from memsync.core.timestamps import SECOND
 from memsync.daemon.status import DaemonStatus, read_status, write_status
 from memsync.local.memory import Memory
 from memsync.local.reading import view_of
+from memsync.local.statedir import StateDir
 from tests.helpers.daemons import (
     ENV_DROPPED,
     MEMORY,
@@ -410,7 +411,7 @@ def test_no_config_runs_the_embedded_default_and_a_second_daemon_is_refused(
 
         def up() -> bool:
             assert first.poll() is None, log.read_text()
-            st = read_status(state)
+            st = read_status(StateDir(state))
             return st is not None and st.pid == first.pid
 
         wait_for(up, "the default daemon to start")
@@ -695,7 +696,7 @@ def test_compaction_postponements_outlive_a_restart_and_a_reload(cluster: Cluste
     since = st.updated_at - 3600 * SECOND
     st.memories[MEMORY].note_postponed("m.jsonl: changed 0 s ago", since)
     st.memories[MEMORY].note_postponed("m.jsonl: changed 1 s ago", since + 60 * SECOND)
-    write_status(a.state, st)
+    write_status(StateDir(a.state), st)
 
     a.start(wait=False)
     first = a.wait_up()

@@ -20,12 +20,12 @@ from memsync.daemon.status import (
     MemoryStatus,
     RemoteStatus,
     evaluate,
-    pid_lock_path,
     returns,
     write_pid,
     write_status,
 )
 from memsync.local.fresh import now_us
+from memsync.local.statedir import StateDir
 from tests.helpers.daemons import memsync
 
 MINUTE = 60 * SECOND
@@ -52,9 +52,9 @@ def state(config: Path) -> Path:
 @pytest.fixture
 def daemon_lock(state: Path) -> Iterator[int]:
     """Hold the PID lock as a running daemon does (and write the pid file it writes)."""
-    lock = FileLock(pid_lock_path(state), mode=0o600)
+    lock = FileLock(StateDir(state).daemon_lock, mode=0o600)
     lock.acquire(timeout=0)
-    write_pid(state)
+    write_pid(StateDir(state))
     try:
         yield int((state / "daemon.pid").read_text())
     finally:
@@ -80,7 +80,7 @@ def _status(
 
 
 def test_all_well_exits_0(config: Path, state: Path, daemon_lock: int) -> None:
-    write_status(state, _status(pid=daemon_lock))
+    write_status(StateDir(state), _status(pid=daemon_lock))
     done = memsync("status", "--config", str(config))
     assert done.returncode == 0, done.stdout
     assert f"daemon: running (pid {daemon_lock}), replica 'laptop'" in done.stdout
@@ -93,7 +93,7 @@ def test_all_well_exits_0(config: Path, state: Path, daemon_lock: int) -> None:
 def test_a_remote_failing_for_11_minutes_exits_1_and_names_it(
     config: Path, state: Path, daemon_lock: int
 ) -> None:
-    write_status(state, _status(failing_for=11 * MINUTE, pid=daemon_lock))
+    write_status(StateDir(state), _status(failing_for=11 * MINUTE, pid=daemon_lock))
     done = memsync("status", "--config", str(config))
     assert done.returncode == 1, done.stdout
     assert "daemon: running" in done.stdout
@@ -114,7 +114,7 @@ def test_a_remote_failing_for_11_minutes_exits_1_and_names_it(
 def test_a_remote_failing_for_9_minutes_is_shown_but_not_yet_a_problem(
     config: Path, state: Path, daemon_lock: int
 ) -> None:
-    write_status(state, _status(failing_for=9 * MINUTE, pid=daemon_lock))
+    write_status(StateDir(state), _status(failing_for=9 * MINUTE, pid=daemon_lock))
     done = memsync("status", "--config", str(config))
     assert done.returncode == 0, done.stdout
     assert f"FAILING: {NAS_ERROR}" in done.stdout
@@ -122,12 +122,12 @@ def test_a_remote_failing_for_9_minutes_is_shown_but_not_yet_a_problem(
 
 
 def test_a_stopped_daemon_is_not_running(config: Path, state: Path) -> None:
-    write_status(state, _status())  # the last status of a daemon that stopped
-    write_pid(state)
-    lock = FileLock(pid_lock_path(state), mode=0o600)
+    write_status(StateDir(state), _status())  # the last status of a daemon that stopped
+    write_pid(StateDir(state))
+    lock = FileLock(StateDir(state).daemon_lock, mode=0o600)
     lock.acquire(timeout=0)  # the lock file is there, as a stopped daemon leaves it,
     lock.release()  # and nobody holds it
-    assert pid_lock_path(state).exists()
+    assert StateDir(state).daemon_lock.exists()
     done = memsync("status", "--config", str(config))
     assert done.returncode == 1
     assert "daemon: NOT RUNNING" in done.stdout
@@ -145,7 +145,7 @@ def test_no_status_and_no_daemon(config: Path) -> None:
 def test_a_stale_status_of_a_running_daemon_says_stale(
     config: Path, state: Path, daemon_lock: int
 ) -> None:
-    write_status(state, _status(updated_ago=5 * MINUTE, pid=daemon_lock))
+    write_status(StateDir(state), _status(updated_ago=5 * MINUTE, pid=daemon_lock))
     done = memsync("status", "--config", str(config))
     assert done.returncode == 1, done.stdout
     assert "daemon: running" in done.stdout
@@ -203,7 +203,7 @@ def test_a_replica_clash_is_a_problem_at_once_and_gone_after_a_pass() -> None:
 
 def test_a_status_file_of_an_earlier_version_still_reads(tmp_path: Path) -> None:
     """Fields added later (the error kind, the compaction record) default when absent."""
-    from memsync.daemon.status import read_status, status_path
+    from memsync.daemon.status import read_status
 
     doc = json.loads(_status().model_dump_json())
     remote = doc["memories"]["me"]["remotes"]["nas"]
@@ -212,8 +212,8 @@ def test_a_status_file_of_an_earlier_version_still_reads(tmp_path: Path) -> None
         del doc["memories"]["me"][key]
     del doc["max_postpone_seconds"]
     remote["failing_since"], remote["last_error"] = doc["updated_at"], NAS_ERROR
-    status_path(tmp_path).write_text(json.dumps(doc))
-    st = read_status(tmp_path)
+    StateDir(tmp_path).daemon_status.write_text(json.dumps(doc))
+    st = read_status(StateDir(tmp_path))
     assert st is not None
     assert st.memories["me"].remotes["nas"].error_kind is None
     assert (st.memories["me"].postponed_since, st.memories["me"].postponements) == (None, 0)
@@ -235,7 +235,7 @@ def test_a_postponed_compaction_is_shown_then_a_problem_past_the_bound(
     start = now - 3 * 3600 * SECOND
     for i in range(3):
         mem.note_postponed(QUIET, start + i * MINUTE)
-    write_status(state, st)
+    write_status(StateDir(state), st)
     done = memsync("status", "--config", str(config))
     assert done.returncode == 0, done.stdout  # within the bound (a day): shown only
     assert f"compaction of me: last run never; postponed 3 time(s) over 180 min: {QUIET}" in (
@@ -243,7 +243,7 @@ def test_a_postponed_compaction_is_shown_then_a_problem_past_the_bound(
     )
 
     st.max_postpone_seconds = 3600.0
-    write_status(state, st)
+    write_status(StateDir(state), st)
     done = memsync("status", "--config", str(config))
     assert done.returncode == 1, done.stdout
     problem = (
@@ -256,7 +256,7 @@ def test_a_postponed_compaction_is_shown_then_a_problem_past_the_bound(
     assert mem.last_compaction_note == (
         "done, forced after 3 postponement(s) over 3.0 h (the file was never quiet)"
     )
-    write_status(state, st)
+    write_status(StateDir(state), st)
     done = memsync("status", "--config", str(config))
     assert done.returncode == 0, done.stdout
     assert "compaction of me: last run " in done.stdout

@@ -48,6 +48,7 @@ from memsync.local.compaction import compact_file
 from memsync.local.fresh import header_line
 from memsync.local.memory import Memory
 from memsync.local.reading import MemoryView, view_of
+from memsync.local.statedir import StateDir
 
 MEMORY = "notes"
 REMOTE = "hub"
@@ -359,7 +360,7 @@ def _write(sim: Sim, name: str) -> None:
 
 def _compact(sim: Sim, name: str, faulty: bool) -> None:
     now = sim.now(name)
-    ack = acknowledged_for(sim.state(name), MEMORY, [REMOTE], name)
+    ack = acknowledged_for(StateDir(sim.state(name)), MEMORY, [REMOTE], name)
     if sim.rng.random() < 0.6:
         try:
             result = compact_file(
@@ -388,7 +389,7 @@ def _compact(sim: Sim, name: str, faulty: bool) -> None:
             remote=REMOTE,
             transport=t,
             replica=name,
-            state_dir=sim.state(name),
+            state_dir=StateDir(sim.state(name)),
             horizon=round(HORIZON_DAYS * 86_400 * SECOND),
             acknowledged=ack,
             now=now,
@@ -594,9 +595,9 @@ def test_a_crash_right_after_compacting_our_hub_file_is_no_clash(tmp_path: Path,
             remote=REMOTE,
             transport=t,
             replica="a",
-            state_dir=sim.state("a"),
+            state_dir=StateDir(sim.state("a")),
             horizon=round(HORIZON_DAYS * 86_400 * SECOND),
-            acknowledged=acknowledged_for(sim.state("a"), MEMORY, [REMOTE], "a"),
+            acknowledged=acknowledged_for(StateDir(sim.state("a")), MEMORY, [REMOTE], "a"),
             now=sim.now("a") + 3600 * SECOND,
         )
         assert sizes is not None
@@ -673,7 +674,7 @@ def test_a_peer_hub_file_rewritten_after_a_tombstone_went_brings_nothing_back(
         horizon_days=HORIZON_DAYS,
         quiet_seconds=0,
         grace_seconds=0,
-        acknowledged=acknowledged_for(sim.state("b"), MEMORY, [REMOTE], "b"),
+        acknowledged=acknowledged_for(StateDir(sim.state("b")), MEMORY, [REMOTE], "b"),
     ).dropped
     assert dropped.get("old tombstone") == 2  # x's and y's: a read both
     sizes = compact_own_hub_file(
@@ -681,9 +682,9 @@ def test_a_peer_hub_file_rewritten_after_a_tombstone_went_brings_nothing_back(
         remote=REMOTE,
         transport=sim.transport("a"),
         replica="a",
-        state_dir=sim.state("a"),
+        state_dir=StateDir(sim.state("a")),
         horizon=round(HORIZON_DAYS * 86_400 * SECOND),
-        acknowledged=acknowledged_for(sim.state("a"), MEMORY, [REMOTE], "a"),
+        acknowledged=acknowledged_for(StateDir(sim.state("a")), MEMORY, [REMOTE], "a"),
         now=sim.now("a"),
     )
     assert sizes is not None

@@ -25,6 +25,7 @@ from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.daemon.status import DaemonStatus, read_status
 from memsync.local.reading import view_of
+from memsync.local.statedir import StateDir
 
 T = TypeVar("T")
 
@@ -234,7 +235,7 @@ class Node:
         return self.proc.pid
 
     def status(self) -> DaemonStatus | None:
-        return read_status(self.state)
+        return read_status(StateDir(self.state))
 
     def wait_up(self, timeout: float = 20.0) -> DaemonStatus:
         """Until the daemon has written its first status (it is watching and scheduled)."""

@@ -16,6 +16,7 @@ from memsync.hub.compaction import acknowledged_for, compact_own_hub_file
 from memsync.hub.transports.localdir import LocalDirTransport
 from memsync.local.compaction import compact_file
 from memsync.local.fresh import now_us
+from memsync.local.statedir import StateDir
 from tests.helpers.sync import MEMORY, Replica, assert_converged, hub_file, make_replica
 
 DAY = 86_400 * SECOND
@@ -47,7 +48,7 @@ def test_a_tombstone_every_replica_read_is_acknowledged_and_may_go(tmp_path: Pat
     a.sync()  # pushes the tombstone
     b.sync()  # reads it, and publishes that it did
     a.sync()  # reads b's watermarks
-    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    ack = acknowledged_for(StateDir(a.state_dir), MEMORY, ["hub"], "a")
     assert ack is not None
     [tomb] = _tombstones(a.path)
     assert ack(tomb)
@@ -64,7 +65,7 @@ def test_a_replica_that_has_not_read_a_tombstone_holds_it_back(tmp_path: Path) -
     a.sync()
     b.sync()  # b reads the tombstone; c does not sync again
     a.sync()
-    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    ack = acknowledged_for(StateDir(a.state_dir), MEMORY, ["hub"], "a")
     assert ack is not None
     [tomb] = _tombstones(a.path)
     assert not ack(tomb)
@@ -84,14 +85,14 @@ def test_a_retired_replica_no_longer_holds_tombstones_back(tmp_path: Path) -> No
     b.sync()
     a.sync()
     assert a.cli("forget-replica", "c").rc == 0
-    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    ack = acknowledged_for(StateDir(a.state_dir), MEMORY, ["hub"], "a")
     assert ack is not None
     [tomb] = _tombstones(a.path)
     assert ack(tomb)
 
 
 def test_a_file_with_no_remote_needs_no_acknowledgement(tmp_path: Path) -> None:
-    assert acknowledged_for(tmp_path, MEMORY, [], "a") is None
+    assert acknowledged_for(StateDir(tmp_path), MEMORY, [], "a") is None
 
 
 def test_own_hub_file_compaction_is_noticed_by_peers(tmp_path: Path) -> None:
@@ -105,13 +106,13 @@ def test_own_hub_file_compaction_is_noticed_by_peers(tmp_path: Path) -> None:
     own = hub_file(hub, a)
     before = own.read_bytes()
     header_before = classify(before.splitlines()[0])
-    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    ack = acknowledged_for(StateDir(a.state_dir), MEMORY, ["hub"], "a")
     sizes = compact_own_hub_file(
         memory=MEMORY,
         remote="hub",
         transport=LocalDirTransport(hub),
         replica="a",
-        state_dir=a.state_dir,
+        state_dir=StateDir(a.state_dir),
         horizon=DAY,
         acknowledged=ack,
         now=now_us() + 2 * DAY,

@@ -17,6 +17,7 @@ from memsync.hub.compaction import compact_own_hub_file
 from memsync.hub.keys import new_master_key
 from memsync.hub.transports.localdir import LocalDirTransport
 from memsync.local.fresh import now_us
+from memsync.local.statedir import StateDir
 from tests.helpers.crypto import encrypted_replica, readable_in_hub
 from tests.helpers.sync import MEMORY, Replica, assert_converged, hub_file
 from tests.hub import test_hubcompact as plain
@@ -38,7 +39,7 @@ test_own_hub_file_compaction_is_noticed_by_peers = (
 
 
 def _compact_with_codec(**kw: Any) -> tuple[int, int] | None:
-    config = load_config(Path(kw["state_dir"]).parent / "config.toml")
+    config = load_config(kw["state_dir"].root.parent / "config.toml")
     codec = codec_for(config.remote[0], config, kw["memory"])
     return compact_own_hub_file(**kw, codec=codec)
 
@@ -64,7 +65,7 @@ def test_own_hub_file_compacted_stays_encrypted(tmp_path: Path) -> None:
         remote="hub",
         transport=LocalDirTransport(hub),
         replica="a",
-        state_dir=a.state_dir,
+        state_dir=StateDir(a.state_dir),
         horizon=plain.DAY,
         acknowledged=None,
         now=now_us() + 2 * plain.DAY,

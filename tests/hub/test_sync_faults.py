@@ -27,6 +27,7 @@ from memsync.hub.sync import sync_once
 from memsync.hub.transports.localdir import LocalDirTransport
 from memsync.hub.transports.memory import InMemoryTransport
 from memsync.local.fresh import header_line, now_us
+from memsync.local.statedir import StateDir
 from tests.helpers.faults import AckLost
 from tests.helpers.sshd import SshdServer, kill_sessions
 from tests.helpers.sync import (
@@ -827,11 +828,9 @@ def test_a_state_index_that_cannot_be_opened_is_a_pass_error_not_a_traceback(
     """The pass opens the state directory's indexes before it starts: a failure there (a
     full disk, a damaged file) is the pass's one-line error naming the file, as any other,
     so the daemon logs it and backs off instead of logging a traceback."""
-    from memsync.local.merge import index_path
-
     a = make_replica(tmp_path, "a")
     write_records(a.path, 2)
-    broken = index_path(a.state_dir, a.path)
+    broken = StateDir(a.state_dir).merge_index(a.path)
     broken.parent.mkdir(parents=True, exist_ok=True)
     broken.mkdir()  # where SQLite's file should be
     report = _ops_memory_sync(a, InMemoryTransport())

@@ -22,6 +22,7 @@ from memsync.hub.compaction import acknowledged_for, compact_own_hub_file
 from memsync.hub.transports import Transport
 from memsync.hub.transports.s3 import MERGE_SEGMENTS, S3Transport
 from memsync.local.fresh import now_us
+from memsync.local.statedir import StateDir
 from tests.helpers.s3server import S3Server, start_s3
 from tests.helpers.sshd import SshdServer
 from tests.helpers.sync import (
@@ -375,13 +376,13 @@ def test_a_segment_truncated_or_corrupted_by_hand_is_reported_never_spread(
 
 
 def _compact_hub_file(r: Replica, transport: S3Transport) -> tuple[int, int] | None:
-    ack = acknowledged_for(r.state_dir, MEMORY, ["hub"], r.replica_id)
+    ack = acknowledged_for(StateDir(r.state_dir), MEMORY, ["hub"], r.replica_id)
     return compact_own_hub_file(
         memory=MEMORY,
         remote="hub",
         transport=transport,
         replica=r.replica_id,
-        state_dir=r.state_dir,
+        state_dir=StateDir(r.state_dir),
         horizon=DAY,
         acknowledged=ack,
         now=now_us() + 2 * DAY,
@@ -429,7 +430,7 @@ def test_tombstones_are_held_back_and_compaction_is_noticed_on_s3(
     a.sync()
     b.sync()  # b reads the tombstone; c does not
     a.sync()
-    ack = acknowledged_for(a.state_dir, MEMORY, ["hub"], "a")
+    ack = acknowledged_for(StateDir(a.state_dir), MEMORY, ["hub"], "a")
     assert ack is not None
     later = now_us() + 2 * DAY
     compact_file(a.path, now=later, horizon_days=1, quiet_seconds=0, acknowledged=ack)

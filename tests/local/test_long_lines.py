@@ -16,6 +16,7 @@ from pathlib import Path
 from memsync.core.lines import LONG_LINE_KEPT, MAX_LINE_BYTES, LineSplitter
 from memsync.local.fresh import header_line
 from memsync.local.merge import merge_indexed
+from memsync.local.statedir import StateDir
 from memsync.local.storage import CHUNK_BYTES
 from tests.helpers.sync import entry_line, make_replica
 
@@ -141,7 +142,7 @@ def test_the_merge_index_finds_the_records_after_a_long_line(tmp_path: Path) -> 
     size = dest.stat().st_size
     state, empty = tmp_path / "state", tmp_path / "empty.jsonl"
     empty.write_bytes(header_line(1))
-    merge_indexed(dest, [empty], state, now=10_000_000)  # builds the index
-    result = merge_indexed(dest, [src], state, now=10_000_000)
+    merge_indexed(dest, [empty], StateDir(state), now=10_000_000)  # builds the index
+    result = merge_indexed(dest, [src], StateDir(state), now=10_000_000)
     assert (result.appended, result.beaten) == (0, 1)
     assert dest.stat().st_size == size

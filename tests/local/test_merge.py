@@ -26,8 +26,9 @@ from memsync.core.records import Record
 from memsync.core.timestamps import parse_ts
 from memsync.local.fileindex import FileIndex
 from memsync.local.memory import Memory
-from memsync.local.merge import apply_merge, index_path, plan_file_merge
+from memsync.local.merge import apply_merge, plan_file_merge
 from memsync.local.reading import view_of
+from memsync.local.statedir import StateDir
 from tests.helpers.common import JSON_KEYS
 
 NOW = "2026-12-01T00:00:00Z"
@@ -500,7 +501,7 @@ def test_indexed_merge_reads_only_new_bytes(
     doc = merge_json(capsys, src, "--into", dest, "--now", NOW)
     assert (doc["appended"], doc["duplicates"]) == (0, 0)
     assert default_state_dir() == state_home / "memsync"
-    with FileIndex(dest, index_path(default_state_dir(), dest)) as index:
+    with FileIndex(dest, StateDir(default_state_dir()).merge_index(dest)) as index:
         assert index.refresh() == 0
         Memory(dest).add("fact", "added by another writer", now=NOW_US)
         assert index.refresh() == len(lines_of(dest)[-1]) + 1

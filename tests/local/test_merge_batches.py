@@ -19,6 +19,7 @@ from memsync.local.compaction_parts import Spill
 from memsync.local.fresh import header_line
 from memsync.local.merge import merge_indexed
 from memsync.local.reading import view_of
+from memsync.local.statedir import StateDir
 from memsync.local.storage import Chunk
 
 BASE = 1_790_000_000 * SECOND
@@ -60,9 +61,9 @@ def test_a_merge_in_batches_gives_the_view_of_one_merge(
     # Twice over (as `cat a a` would): a later batch must know what an earlier one appended.
     src.write_bytes(header_line(BASE) + b"".join(line + b"\n" for line in lines + lines))
     whole, batched = tmp_path / "whole.jsonl", tmp_path / "batched.jsonl"
-    merge_indexed(whole, [src], tmp_path / "state-whole", now=BASE)
+    merge_indexed(whole, [src], StateDir(tmp_path / "state-whole"), now=BASE)
     monkeypatch.setattr(memsync.local.merge, "BATCH_LINES", 7)
-    result = merge_indexed(batched, [src], tmp_path / "state-batched", now=BASE)
+    result = merge_indexed(batched, [src], StateDir(tmp_path / "state-batched"), now=BASE)
     assert result.appended > 0
     assert _view_key(batched) == _view_key(whole) == _view_key(src)
     written = batched.read_bytes().splitlines()
@@ -71,7 +72,7 @@ def test_a_merge_in_batches_gives_the_view_of_one_merge(
     assert len(written) - 1 - result.repeated == len(set(written[1:]))
     # Merging again, in batches or not, appends nothing.
     size = batched.stat().st_size
-    again = merge_indexed(batched, [src], tmp_path / "state-batched", now=BASE)
+    again = merge_indexed(batched, [src], StateDir(tmp_path / "state-batched"), now=BASE)
     assert again.appended == 0
     memsync.local.merge.merge_files(batched, [src], now=BASE)
     assert batched.stat().st_size == size
@@ -186,18 +187,18 @@ def test_an_indexed_merge_in_partitions_gives_the_view_of_one_merge(
     more = b"".join(line + b"\n" for line in _lines(random.Random(seed + 50), 300))
     whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
     early = BASE - 86_400 * SECOND + 5_000 * SECOND  # records after BASE + 5000 s: held
-    state = tmp_path / "state-parted"
+    state = StateDir(tmp_path / "state-parted")
     monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
     result = merge_indexed(parted, [src], state, now=early)
     monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 1 << 30)
-    first = merge_indexed(whole, [src], tmp_path / "state-whole", now=early)
+    first = merge_indexed(whole, [src], StateDir(tmp_path / "state-whole"), now=early)
     assert first.held
     assert len(result.held) == len(first.held)
     # New lines arrive: the next merge offers the held lines again with them (in
     # partitions, with a small enough size; in one batch for `whole`).
     with src.open("ab") as f:
         f.write(more)
-    merge_indexed(whole, [src], tmp_path / "state-whole", now=BASE)
+    merge_indexed(whole, [src], StateDir(tmp_path / "state-whole"), now=BASE)
     monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
     second = merge_indexed(parted, [src], state, now=BASE)
     assert second.appended > 0

@@ -30,6 +30,7 @@ from memsync.core.records import Record, canonical
 from memsync.core.timestamps import SECOND, parse_ts
 from memsync.core.view import Index, build_view
 from memsync.local.merge import MergeResult, merge_files, merge_indexed
+from memsync.local.statedir import StateDir
 from tests.helpers.strategies import (
     BAD_LINES,
     BLANK_LINES,
@@ -460,7 +461,7 @@ def test_merge_indexed_only_appends_copies_and_converges(scenario: Scenario) -> 
     guarantees as `merge_files` (prefix, copies, valid lines, convergence to the view of
     the union, idempotence), and a plain `merge_files` afterwards finds nothing to add."""
     with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp, "state")
+        state = StateDir(Path(tmp, "state"))
         paths = [Path(tmp, f"r{i}.jsonl") for i in range(len(scenario.files))]
         for path, data in zip(paths, scenario.files, strict=True):
             path.write_bytes(data)

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from memsync import Memory, recall
 from memsync.cli import main
 from memsync.local.compaction import compact_file
-from memsync.local.fulltext import TextIndex, fts5_available, live_cache, text_index_path
+from memsync.local.fulltext import TextIndex, fts5_available, live_cache
 from memsync.local.merge import merge_files
+from memsync.local.statedir import StateDir
 
 pytestmark = pytest.mark.skipif(not fts5_available(), reason="this SQLite has no FTS5")
 
@@ -128,7 +129,7 @@ def test_the_fallback_scan_keeps_the_contract(tmp_path: Path) -> None:
 def test_the_index_reads_only_new_lines_and_rebuilds_when_rewritten(tmp_path: Path) -> None:
     path, state = tmp_path / "m.jsonl", tmp_path / "state"
     _fixture(path)
-    with TextIndex(path, text_index_path(state, path)) as index:
+    with TextIndex(path, StateDir(state).recall_index(path)) as index:
         assert index.refresh() == path.stat().st_size
         assert index.refresh() == 0
         size = path.stat().st_size
@@ -146,8 +147,8 @@ def test_the_index_reads_only_new_lines_and_rebuilds_when_rewritten(tmp_path: Pa
         assert result.rewritten
         assert index.refresh() == path.stat().st_size
         assert len(index.rows()) == len(FIXTURE)
-    assert oct(text_index_path(state, path).stat().st_mode & 0o777) == "0o600"
-    assert oct(text_index_path(state, path).parent.stat().st_mode & 0o777) == "0o700"
+    assert oct(StateDir(state).recall_index(path).stat().st_mode & 0o777) == "0o600"
+    assert oct(StateDir(state).recall_index(path).parent.stat().st_mode & 0o777) == "0o700"
 
 
 def test_the_view_cache_does_not_reread_an_unchanged_file(tmp_path: Path) -> None:

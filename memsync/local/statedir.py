@@ -1,0 +1,149 @@
+"""The state directory: the one owner of its layout (DESIGN.md "Local files").
+
+Everything memsync keeps on this machine outside the memory files is here, and only this
+module says where. Every other module asks a `StateDir` for a file by what it is
+(`state.sync_state(memory, remote)`, `state.merge_index(path)`), never joins names onto
+the root itself.
+
+```
+<state dir>/                 (0700; default $XDG_STATE_HOME/memsync, ~/.local/state/memsync)
+  replica                    this machine's replica id, made once (host name + random)
+  install                    this installation's token, written in our hub files' headers
+  retired.json               replicas `memsync forget-replica` told us to forget
+  status.json                the daemon's last status, read by `memsync status`
+  daemon.lock                the daemon's PID lock: one daemon per state directory
+  daemon.pid                 the pid of the daemon holding that lock
+  sync/<memory>/             per memory, per remote (0700):
+    <remote>.json              the pass's state: offsets and tails read, our hub file, marks
+    <remote>.hub.sqlite        digests of the lines the hub holds (`fileindex.DigestStore`)
+    <remote>.lock              one sync pass (or hub compaction) at a time, across processes
+    <remote>.codec             what our own hub file was last written with (plain or a key id)
+  index/<name>-<key>.sqlite  a memory file's merge index (`fileindex.FileIndex`)
+  recall/<name>-<key>.sqlite a memory file's full-text recall index (`fulltext.TextIndex`)
+```
+
+`<name>` is a memory file's name cut to 40 characters, `<key>` a hash of its real path,
+so two files with one name in different folders never share an index.
+
+Everything here is a cache or a record of this machine's own acts. A cache is checked
+against the file it describes before each use (device, inode, size, digests of what it
+already folded) and rebuilt when in doubt. So deleting the directory, or any file in it,
+costs time (a full re-read, a rebuilt index, a new install token), never a wrong answer,
+a lost record or a resurrected one. The names are kept stable across versions: a rename
+would orphan every user's state (tests/local/test_statedir.py pins them).
+
+Adding a file is one method here: a property for a file of the whole machine, a method
+taking what it is per (a memory and a remote, a memory file) for the others, built with
+`_under`. Folders are made 0700 by whoever writes (`prepared`, or `sqlitedb.connect`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeAlias
+
+import xxhash
+
+from memsync.local.dirs import default_state_dir
+from memsync.local.storage import private_dirs
+
+__all__ = ["StateDir", "StateDirLike"]
+
+
+@dataclass(frozen=True, slots=True)
+class StateDir:
+    """A state directory at `root`: names the files it holds (see the module docstring).
+
+    Naming is pure (no I/O); `prepared` makes the folders a file needs.
+    """
+
+    root: Path
+
+    def __str__(self) -> str:
+        return str(self.root)
+
+    @classmethod
+    def of(cls, value: StateDirLike | None = None) -> StateDir:
+        """Convert at the public boundary: a `StateDir` as is, a path wrapped, None the
+        default (`$XDG_STATE_HOME/memsync`, else `~/.local/state/memsync`)."""
+        if isinstance(value, StateDir):
+            return value
+        return cls(default_state_dir() if value is None else Path(value))
+
+    def prepared(self, path: Path) -> Path:
+        """`path` (a file of this directory) after making the folders above it, 0700."""
+        private_dirs(path.parent)
+        return path
+
+    def _under(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+    # Files of the whole machine
+
+    @property
+    def replica_id(self) -> Path:
+        """This machine's replica id (`memsync.hub.state.resolve_replica`)."""
+        return self._under("replica")
+
+    @property
+    def install_token(self) -> Path:
+        """This installation's token (`memsync.hub.state.install_token`)."""
+        return self._under("install")
+
+    @property
+    def retired(self) -> Path:
+        """The replicas to forget, a JSON list (`memsync forget-replica`)."""
+        return self._under("retired.json")
+
+    @property
+    def daemon_status(self) -> Path:
+        """The daemon's status document (`memsync.daemon.status`)."""
+        return self._under("status.json")
+
+    @property
+    def daemon_lock(self) -> Path:
+        """The daemon's PID lock: one daemon per state directory."""
+        return self._under("daemon.lock")
+
+    @property
+    def daemon_pid(self) -> Path:
+        """The pid of the daemon holding `daemon_lock`."""
+        return self._under("daemon.pid")
+
+    # Per memory and remote: what a sync pass remembers (memsync.hub.state)
+
+    def sync_state(self, memory: str, remote: str) -> Path:
+        """The pass's state (`memsync.hub.state.SyncState`)."""
+        return self._under("sync", memory, f"{remote}.json")
+
+    def hub_index(self, memory: str, remote: str) -> Path:
+        """The digests of the lines the hub holds (`memsync.local.fileindex.DigestStore`)."""
+        return self._under("sync", memory, f"{remote}.hub.sqlite")
+
+    def sync_lock(self, memory: str, remote: str) -> Path:
+        """One pass at a time for a memory and a remote (`memsync.hub.state.pass_lock`)."""
+        return self._under("sync", memory, f"{remote}.lock")
+
+    def codec_marker(self, memory: str, remote: str) -> Path:
+        """What our own hub file was last written with: `plain` or a key id
+        (`memsync.hub.codec`)."""
+        return self._under("sync", memory, f"{remote}.codec")
+
+    # Per memory file on this machine
+
+    def merge_index(self, dest: Path) -> Path:
+        """The persistent merge index of memory file `dest` (`memsync.local.fileindex`)."""
+        key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(dest)))
+        return self._under("index", f"{dest.name[:40]}-{key}.sqlite")
+
+    def recall_index(self, path: Path) -> Path:
+        """The full-text index of memory file `path` (`memsync.local.fulltext`)."""
+        key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+        return self._under("recall", f"{path.name[:40]}-{key}.sqlite")
+
+
+StateDirLike: TypeAlias = StateDir | str | os.PathLike[str]
+"""What the public API accepts for a state directory: a `StateDir` or its path."""
