@@ -14,6 +14,7 @@ import json
 import os
 import random
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -76,6 +77,14 @@ def _in_two_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(memsync.local.located, "PARALLEL_BYTES", 1)
     monkeypatch.setattr(memsync.local.fold_halves, "fold_in_halves", counted)
+    # The fold refuses to fork while another thread runs (a fork copies only the calling
+    # thread). A test process always has some (pytest-xdist's channel, a paramiko
+    # transport an earlier test left), none of which the child touches: let it fork here,
+    # so that what is compared is really one process against two.
+    monkeypatch.setattr(
+        memsync.local.fold_halves, "threading", SimpleNamespace(active_count=lambda: 1)
+    )
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     return forks
 
 
