@@ -22,10 +22,10 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
 
 from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
@@ -44,7 +44,9 @@ __all__ = [
     "Remembered",
     "build_server",
     "check_host",
+    "readable",
     "serve",
+    "start",
 ]
 
 DEFAULT_MAX_CHARS = 20_000
@@ -123,6 +125,42 @@ def _refused(exc: Exception) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=f"memsync: {exc}")], is_error=True)
 
 
+def readable(tool: str, exc: ValidationError) -> str:
+    """A tool call's schema errors as one sentence a model can act on (issue 24, item 16),
+    instead of pydantic's multi-line dump with its URLs: `memsync: remember: kind should
+    be 'preference', ... or 'avoid'; text is required`. The rejected values are not
+    repeated (they are the caller's text, possibly a secret)."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = "".join(
+            f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
+            for i, p in enumerate(err["loc"])
+        )
+        message = str(err["msg"]).replace("\n", " ")
+        if err["type"] == "missing":
+            message = "is required"
+        elif message.startswith("Input should"):
+            message = "should" + message[len("Input should") :]
+        parts.append(f"{where or 'the arguments'} {message}")
+    return f"memsync: {tool}: {'; '.join(parts)} (see the tool's input schema)"
+
+
+class _Server(MCPServer):
+    """The SDK's server, with schema errors in one readable sentence (`readable`)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(readable(name, exc.__cause__)) from exc.__cause__
+            raise
+
+
 def _bounded(hits: list[Hit], max_chars: int) -> tuple[list[Hit], bool]:
     """The first hits whose JSON fits in `max_chars`; a single hit too long on its own
     has its text cut (marked with "…") rather than the reply coming back empty."""
@@ -148,7 +186,7 @@ def build_server(path: Path, name: str, state_dir: StateDir | None = None) -> MC
     # The SDK runs sync tools in worker threads; one lock keeps this process's writes and
     # index refreshes in order (other processes are kept in order by the file's lock).
     lock = threading.Lock()
-    server: MCPServer = MCPServer(
+    server: MCPServer = _Server(
         name="memsync",
         instructions=(
             f"Long-term memory '{name}' shared by this person's agents and machines. Call "
@@ -323,25 +361,17 @@ def _us(ts: Any) -> int:
     return from_datetime(ts)
 
 
-def serve(
-    path: Path,
-    name: str,
-    *,
-    http: bool = False,
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    allow_remote: bool = False,
-    state_dir: StateDir | None = None,
-) -> None:
-    """Serve memory file `path` over stdio (what agent hosts launch) or, with `http`,
-    streamable HTTP on `host:port` (loopback only unless `allow_remote`)."""
-    if http:
-        check_host(host, allow_remote)
+def start(path: Path, name: str, state_dir: StateDir | None = None) -> MCPServer:
+    """`build_server`, and the file read and the recall index built in a thread while the
+    host starts up: tools called meanwhile wait on the caches' locks, never see a
+    half-built index."""
     server = build_server(path, name, state_dir)
-    # Read the file and build the recall index while the host starts up; tools called
-    # meanwhile wait on the caches' locks, never see a half-built index.
     threading.Thread(target=_warm, args=(path, state_dir), daemon=True).start()
-    if http:
-        server.run("streamable-http", host=host, port=port)
-    else:
-        server.run("stdio")
+    return server
+
+
+def serve(path: Path, name: str, state_dir: StateDir | None = None) -> None:
+    """Serve memory file `path` over stdio (what agent hosts launch). Streamable HTTP is
+    `memsync.cli._mcp_http.serve_http(lambda: start(...), ...)`, with its Host and Origin
+    checks."""
+    start(path, name, state_dir).run("stdio")

@@ -183,11 +183,20 @@ def test_a_bad_kind_or_limit_is_rejected_by_the_schema(tmp_path: Path) -> None:
                 await client.call_tool("recall", {"query": "x", "limit": 0}),
             ]
 
-    for r in anyio.run(scenario):
+    results = anyio.run(scenario)
+    for r in results:
         assert r.is_error
-    text = _text(anyio.run(scenario)[0])
-    assert "kind" in text
-    assert "'preference', 'lesson', 'fact', 'source' or 'avoid'" in text
+        # Issue 24, item 16: one readable sentence, not pydantic's dump with its URLs.
+        assert "\n" not in _text(r)
+        assert "pydantic" not in _text(r)
+        assert "validation error" not in _text(r)
+    schema = " (see the tool's input schema)"
+    assert [_text(r) for r in results] == [
+        "memsync: remember: kind should be 'preference', 'lesson', 'fact', 'source' or 'avoid'"
+        + schema,
+        "memsync: remember: confidence should be less than or equal to 1" + schema,
+        "memsync: recall: limit should be greater than or equal to 1" + schema,
+    ]
     assert len(Memory(path).view()) == 0
 
 

@@ -66,21 +66,20 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
         check_host(args.host, args.allow_remote)  # before the SDK's import time is paid
     try:
-        from memsync.mcp_server import serve
+        from memsync import mcp_server
+
+        if args.http:
+            from memsync.cli._mcp_http import serve_http
     except ImportError as exc:
-        if exc.name is not None and exc.name.split(".")[0] in {"mcp", "mcp_types"}:
+        if exc.name is not None and exc.name.split(".")[0] in {"mcp", "mcp_types", "uvicorn"}:
             raise MemsyncError(
                 "mcp: the MCP server needs the mcp extra: pip install 'memsync[mcp]'"
             ) from None
         raise
-    serve(
-        path,
-        name,
-        http=args.http,
-        host=args.host,
-        port=args.port,
-        allow_remote=args.allow_remote,
-    )
+    if args.http:
+        serve_http(lambda: mcp_server.start(path, name), args.host, args.port, args.allow_host)
+    else:
+        mcp_server.serve(path, name)
     return 0
 
 
@@ -144,6 +143,13 @@ def register(sub: Any) -> None:
         "--allow-remote",
         action="store_true",
         help="with --http: allow a non-loopback --host (no authentication!)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --http: also answer requests for Host NAME[:PORT] (behind a proxy)",
     )
     p.set_defaults(handler=cmd_mcp)
 
