@@ -76,29 +76,66 @@ def _entry(rid: str, text: str, scope: str, tags: list[str]) -> dict[str, Any]:
     }
 
 
+def _utf8(value: str, where: str, key: str) -> str:
+    """`value`, if it can be written as UTF-8: JSON's `\\ud800` escapes decode to a lone
+    surrogate, which no memory file can hold (issue 24, item 13).
+
+    Raises:
+        MemsyncError: naming the line and key.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MemsyncError(
+            f"{where}: key {key!r} holds a lone surrogate (not Unicode text)"
+        ) from None
+    return value
+
+
 def _text(obj: dict[str, Any], key: str, where: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str) or not value.strip():
         raise MemsyncError(f"{where}: key {key!r} must be a non-empty string")
-    return value
+    return _utf8(value, where, key)
+
+
+def _line_object(raw: bytes, where: str, first: bool) -> Any:
+    """The JSON value of one source line.
+
+    Raises:
+        MemsyncError: the line is not UTF-8, not JSON, or nested too deep to read (one
+            line naming `where`, never a traceback: issue 24, item 13).
+    """
+    if first and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a UTF-8 byte order mark, as some editors save: not part of the JSON
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemsyncError(
+            f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+        ) from None
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise MemsyncError(f"{where}: JSON nested too deep to read") from None
+    except ValueError as exc:
+        raise MemsyncError(f"{where}: not JSON ({exc})") from None
 
 
 def mcp_memory_records(src: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """("file:line", entry object) for each observation and relation of `src`.
+    """("file:line", entry object) for each observation and relation of `src` (UTF-8,
+    with or without a byte order mark).
 
     Raises:
-        MemsyncError: a line is not JSON, not an object, or lacks a key it needs (the
-            message names the file, line and key).
+        MemsyncError: a line is not UTF-8, not JSON, nested too deep, not an object, or
+            lacks a key it needs (the message names the file, line and key).
     """
-    with open(src, encoding="utf-8", errors="strict") as f:
-        for n, line in enumerate(f, 1):
+    with open(src, "rb") as f:
+        for n, raw in enumerate(f, 1):
             where = f"{src}:{n}"
-            if not line.strip():
+            if not raw.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise MemsyncError(f"{where}: not JSON ({exc})") from None
+            obj = _line_object(raw, where, n == 1)
             if not isinstance(obj, dict):
                 raise MemsyncError(f"{where}: not a JSON object")
             kind = obj.get("type")
@@ -113,6 +150,7 @@ def mcp_memory_records(src: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                         raise MemsyncError(f"{where}: observations[{i}] must be a string")
                     if not o.strip():
                         continue
+                    _utf8(o, where, f"observations[{i}]")
                     rid = _entry_id("entity", name, o)
                     yield where, _entry(rid, o, f"entity:{name}", [SOURCE, etype])
             elif kind == "relation":
