@@ -1,5 +1,6 @@
 """Shared test setup: the Hypothesis settings profiles, the logging guard, and the fixtures
-every folder shares (`sshd_server`, `s3_server`, `hub`, `cluster`).
+every folder shares (`sshd_server`, `s3_server`, `hub`, `cluster`, and `new_replica`
+with its `codec` parameter).
 
 Profiles (attrs' `tests/conftest.py` shape): "dev" by default, "ci" when `CI=true`;
 `HYPOTHESIS_PROFILE` picks one explicitly.
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.helpers.crypto import ReplicaFactory, replica_factory
 from tests.helpers.daemons import Cluster
 from tests.helpers.s3server import S3Server, start_s3
 from tests.helpers.sshd import SshdServer, start_sshd
@@ -75,6 +77,19 @@ def hub(tmp_path: Path) -> Path:
     root = tmp_path / "hub"
     root.mkdir()
     return root
+
+
+@pytest.fixture
+def codec(request: pytest.FixtureRequest) -> str:
+    """The hub's codec for `new_replica`: "plain", unless the test is marked
+    `tests.helpers.crypto.BOTH_CODECS` (then once "plain", once "encrypted")."""
+    return str(getattr(request, "param", "plain"))
+
+
+@pytest.fixture
+def new_replica(codec: str) -> ReplicaFactory:
+    """`make_replica`, or its encrypted twin when `codec` is "encrypted"."""
+    return replica_factory(codec)
 
 
 @pytest.fixture

@@ -511,3 +511,31 @@ def test_the_everyday_commands_start_without_pydantic_sqlite_or_the_hub(tmp_path
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_only_helpers_are_imported_across_test_modules() -> None:
+    """Test modules share code through `tests/helpers` and fixtures, never by importing
+    another test module (issue 19, item 7): a variant (encrypted, S3) is a fixture
+    parameter, not a file that re-exports another file's tests."""
+    offenders = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if "helpers" in path.relative_to(TESTS).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "tests" and any(p.startswith(("test_", "conftest")) for p in parts):
+                    offenders.append(f"{path.relative_to(TESTS)} imports {name}")
+                if parts[0] == "tests" and len(parts) >= 2 and parts[1] != "helpers":
+                    sub = TESTS.joinpath(*parts[1:])
+                    if sub.is_dir() or sub.with_suffix(".py").exists():
+                        offenders.append(f"{path.relative_to(TESTS)} imports {name}")
+    assert sorted(set(offenders)) == []

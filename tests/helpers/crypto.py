@@ -5,17 +5,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from memsync.hub.keys import Keyring
+import pytest
+
+from memsync.config import load_config
+from memsync.config.wiring import codec_for
+from memsync.hub.compaction import compact_own_hub_file
+from memsync.hub.keys import Keyring, new_master_key
 from tests.helpers.sync import Replica, make_replica, record_lines
 
 __all__ = [
+    "BOTH_CODECS",
+    "SHARED_KEY",
+    "ReplicaFactory",
+    "compact_own_hub_file_as_configured",
     "encrypted_replica",
     "hub_digest",
     "hub_plain_lines",
     "readable_in_hub",
+    "replica_factory",
     "set_encrypt",
 ]
 
@@ -32,6 +44,34 @@ def encrypted_replica(
     if key is not None:
         Keyring(key_file, (key,)).save()
     return replica
+
+
+ReplicaFactory = Callable[..., Replica]
+"""`make_replica`'s signature: `(tmp, name, hub_url=None, **opts) -> Replica`."""
+
+SHARED_KEY = new_master_key()
+"""The hub key of every encrypted replica made by `replica_factory("encrypted")`."""
+
+BOTH_CODECS = pytest.mark.parametrize("codec", ["plain", "encrypted"], indirect=True)
+"""Run a test whose replicas come from the `new_replica` fixture over a plain hub and an
+encrypted one (the `codec` fixture in conftest.py)."""
+
+
+def replica_factory(codec: str) -> ReplicaFactory:
+    """`make_replica` for "plain", `encrypted_replica` under `SHARED_KEY` for "encrypted"."""
+    if codec == "encrypted":
+        return partial(encrypted_replica, key=SHARED_KEY)
+    if codec == "plain":
+        return make_replica
+    raise ValueError(f"unknown codec {codec!r}")
+
+
+def compact_own_hub_file_as_configured(**kw: Any) -> tuple[int, int] | None:
+    """`compact_own_hub_file(**kw)` with the codec the replica's config gives its remote
+    (the one the daemon passes): plain or encrypted alike."""
+    config = load_config(kw["state_dir"].root.parent / "config.toml")
+    codec = codec_for(config.remote[0], config, kw["memory"])
+    return compact_own_hub_file(**kw, codec=codec)
 
 
 def set_encrypt(replica: Replica, on: bool) -> None:

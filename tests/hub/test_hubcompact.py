@@ -7,17 +7,25 @@ CLI; compaction through the same calls the daemon makes.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
-from memsync.hub.compaction import acknowledged_for, compact_own_hub_file
+from memsync.hub.compaction import acknowledged_for
 from memsync.hub.transports.localdir import LocalDirTransport
 from memsync.local.compaction import compact_file
 from memsync.local.fresh import now_us
 from memsync.local.statedir import StateDir
-from tests.helpers.sync import MEMORY, Replica, assert_converged, hub_file, make_replica
+from tests.helpers.crypto import (
+    BOTH_CODECS,
+    ReplicaFactory,
+    compact_own_hub_file_as_configured,
+    readable_in_hub,
+    replica_factory,
+)
+from tests.helpers.sync import MEMORY, Replica, assert_converged, hub_file
 
 DAY = 86_400 * SECOND
 
@@ -31,11 +39,13 @@ def _tombstones(path: Path) -> list[Record]:
     return out
 
 
-def _deleted_entry(tmp_path: Path, names: list[str]) -> tuple[Path, list[Replica], str]:
+def _deleted_entry(
+    tmp_path: Path, names: list[str], new_replica: ReplicaFactory
+) -> tuple[Path, list[Replica], str]:
     """Replicas sharing a hub; the first adds an entry, everyone syncs, the first forgets it."""
     hub = tmp_path / "hub"
     hub.mkdir()
-    reps = [make_replica(tmp_path, n, str(hub)) for n in names]
+    reps = [new_replica(tmp_path, n, str(hub)) for n in names]
     rid = reps[0].memory().add("fact", "The staging bucket moved.").id
     for r in reps:
         r.sync()
@@ -43,8 +53,11 @@ def _deleted_entry(tmp_path: Path, names: list[str]) -> tuple[Path, list[Replica
     return hub, reps, rid
 
 
-def test_a_tombstone_every_replica_read_is_acknowledged_and_may_go(tmp_path: Path) -> None:
-    _hub, (a, b), rid = _deleted_entry(tmp_path, ["a", "b"])
+@BOTH_CODECS
+def test_a_tombstone_every_replica_read_is_acknowledged_and_may_go(
+    tmp_path: Path, new_replica: ReplicaFactory
+) -> None:
+    _hub, (a, b), rid = _deleted_entry(tmp_path, ["a", "b"], new_replica)
     a.sync()  # pushes the tombstone
     b.sync()  # reads it, and publishes that it did
     a.sync()  # reads b's watermarks
@@ -60,8 +73,11 @@ def test_a_tombstone_every_replica_read_is_acknowledged_and_may_go(tmp_path: Pat
     assert all(rec.id != rid for rec in a.view().records)
 
 
-def test_a_replica_that_has_not_read_a_tombstone_holds_it_back(tmp_path: Path) -> None:
-    _hub, (a, b, c), rid = _deleted_entry(tmp_path, ["a", "b", "c"])
+@BOTH_CODECS
+def test_a_replica_that_has_not_read_a_tombstone_holds_it_back(
+    tmp_path: Path, new_replica: ReplicaFactory
+) -> None:
+    _hub, (a, b, c), rid = _deleted_entry(tmp_path, ["a", "b", "c"], new_replica)
     a.sync()
     b.sync()  # b reads the tombstone; c does not sync again
     a.sync()
@@ -79,8 +95,11 @@ def test_a_replica_that_has_not_read_a_tombstone_holds_it_back(tmp_path: Path) -
     assert_converged([a, b, c])
 
 
-def test_a_retired_replica_no_longer_holds_tombstones_back(tmp_path: Path) -> None:
-    _hub, (a, b, _c), _ = _deleted_entry(tmp_path, ["a", "b", "c"])
+@BOTH_CODECS
+def test_a_retired_replica_no_longer_holds_tombstones_back(
+    tmp_path: Path, new_replica: ReplicaFactory
+) -> None:
+    _hub, (a, b, _c), _ = _deleted_entry(tmp_path, ["a", "b", "c"], new_replica)
     a.sync()
     b.sync()
     a.sync()
@@ -95,8 +114,11 @@ def test_a_file_with_no_remote_needs_no_acknowledgement(tmp_path: Path) -> None:
     assert acknowledged_for(StateDir(tmp_path), MEMORY, [], "a") is None
 
 
-def test_own_hub_file_compaction_is_noticed_by_peers(tmp_path: Path) -> None:
-    hub, (a, b), _rid = _deleted_entry(tmp_path, ["a", "b"])
+@BOTH_CODECS
+def test_own_hub_file_compaction_is_noticed_by_peers(
+    tmp_path: Path, new_replica: ReplicaFactory
+) -> None:
+    hub, (a, b), _rid = _deleted_entry(tmp_path, ["a", "b"], new_replica)
     mem = a.memory()
     for i in range(20):  # versions that compaction can drop
         mem.supersede(mem.add("lesson", f"Version {i}.").id, f"Version {i}, revised.")
@@ -107,7 +129,7 @@ def test_own_hub_file_compaction_is_noticed_by_peers(tmp_path: Path) -> None:
     before = own.read_bytes()
     header_before = classify(before.splitlines()[0])
     ack = acknowledged_for(StateDir(a.state_dir), MEMORY, ["hub"], "a")
-    sizes = compact_own_hub_file(
+    sizes = compact_own_hub_file_as_configured(
         memory=MEMORY,
         remote="hub",
         transport=LocalDirTransport(hub),
@@ -131,3 +153,33 @@ def test_own_hub_file_compaction_is_noticed_by_peers(tmp_path: Path) -> None:
         r.sync()
     assert_converged([a, b])
     assert any("after the hub file" in rec.raw.decode() for rec in b.view().records)
+
+
+def test_own_hub_file_compacted_stays_encrypted(tmp_path: Path) -> None:
+    new_replica = replica_factory("encrypted")
+    hub, (a, b), _rid = _deleted_entry(tmp_path, ["a", "b"], new_replica)
+    mem = a.memory()
+    for i in range(10):
+        mem.supersede(mem.add("lesson", f"Version {i}.").id, f"Version {i}, revised.")
+    for r in (a, b, a):
+        r.sync()
+    sizes = compact_own_hub_file_as_configured(
+        memory=MEMORY,
+        remote="hub",
+        transport=LocalDirTransport(hub),
+        replica="a",
+        state_dir=StateDir(a.state_dir),
+        horizon=DAY,
+        acknowledged=None,
+        now=now_us() + 2 * DAY,
+    )
+    assert sizes is not None
+    assert sizes[1] < sizes[0]
+    lines = hub_file(hub, a).read_bytes().splitlines()
+    assert json.loads(lines[0])["encryption"] == "aes-siv-256/1"
+    assert all(line.startswith(b'{"c":"') for line in lines[1:])
+    assert readable_in_hub(hub, [a, b]) == []
+    a.memory().add("fact", "After the compaction.")
+    for r in (b, a, b):
+        r.sync()
+    assert_converged([a, b])

@@ -1,7 +1,7 @@
 """Three replicas on one machine (three configs, three state directories) sharing one
 folder hub, driven through `memsync sync` in this process: convergence, idempotence, and a
 lost state directory costing a re-read and nothing else. test_sync_ssh.py runs the same
-scenarios over the real sshd."""
+scenarios over the real sshd; `BOTH_CODECS` runs a scenario over an encrypted hub too."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.crypto import BOTH_CODECS, ReplicaFactory
 from tests.helpers.sync import (
     MEMORY,
     Replica,
@@ -17,7 +18,6 @@ from tests.helpers.sync import (
     entry_line,
     forget_state_costs_a_reread,
     hub_file,
-    make_replica,
     record_lines,
 )
 
@@ -25,12 +25,13 @@ SEEDS = [1, 2, 3]
 
 
 @pytest.fixture
-def replicas(tmp_path: Path, hub: Path) -> list[Replica]:
+def replicas(tmp_path: Path, hub: Path, new_replica: ReplicaFactory) -> list[Replica]:
     # Three url spellings of the same folder: a path, a file:// url, and a path again.
     urls = [str(hub), f"file://{hub}", str(hub)]
-    return [make_replica(tmp_path, name, url) for name, url in zip("abc", urls, strict=True)]
+    return [new_replica(tmp_path, name, url) for name, url in zip("abc", urls, strict=True)]
 
 
+@BOTH_CODECS
 @pytest.mark.parametrize("seed", SEEDS)
 def test_three_replicas_converge_and_a_further_round_is_a_no_op(
     replicas: list[Replica], hub: Path, seed: int
@@ -38,6 +39,7 @@ def test_three_replicas_converge_and_a_further_round_is_a_no_op(
     converge(replicas, hub, seed)
 
 
+@BOTH_CODECS
 @pytest.mark.parametrize("seed", SEEDS[:2])
 def test_a_deleted_state_directory_costs_a_reread_and_nothing_else(
     replicas: list[Replica], hub: Path, seed: int
@@ -89,11 +91,12 @@ def test_plain_appends_are_synced_byte_for_byte(replicas: list[Replica], hub: Pa
     assert_converged(replicas)
 
 
+@BOTH_CODECS
 def test_a_fourth_replica_joining_late_catches_up(
-    tmp_path: Path, replicas: list[Replica], hub: Path
+    tmp_path: Path, replicas: list[Replica], hub: Path, new_replica: ReplicaFactory
 ) -> None:
     converge(replicas, hub, seed=7, rounds=2)
-    late = make_replica(tmp_path, "late", str(hub))
+    late = new_replica(tmp_path, "late", str(hub))
     (report,) = late.sync()
     assert report["peers"] == 3
     assert report["pushed_records"] == 0  # it holds nothing of its own

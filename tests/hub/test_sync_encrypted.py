@@ -3,8 +3,8 @@ this process: convergence and idempotence over ciphertext, nothing readable in t
 machine with another key refused before it touches anything, a tampered line reported and
 never merged, plain and encrypted files never mixed, turning encryption on, rotation.
 
-test_sync.py's own scenarios also run here over an encrypted hub (imported below, with
-this module's `replicas` fixture), as test_hubcompact.py's do in test_hubcompact_encrypted.
+test_sync.py's and test_hubcompact.py's scenarios also run over an encrypted hub, through
+their `new_replica` fixture (`BOTH_CODECS`).
 """
 
 from __future__ import annotations
@@ -40,27 +40,8 @@ from tests.helpers.sync import (
     record_lines,
     write_records,
 )
-from tests.hub import test_sync
 
 KEY = new_master_key()
-
-# test_sync.py's scenarios, over an encrypted hub (its fixtures replaced by the ones below).
-test_three_replicas_converge_and_a_further_round_is_a_no_op = (
-    test_sync.test_three_replicas_converge_and_a_further_round_is_a_no_op
-)
-test_a_deleted_state_directory_costs_a_reread_and_nothing_else = (
-    test_sync.test_a_deleted_state_directory_costs_a_reread_and_nothing_else
-)
-test_a_fourth_replica_joining_late_catches_up = (
-    test_sync.test_a_fourth_replica_joining_late_catches_up
-)
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Path:
-    root = tmp_path / "hub"
-    root.mkdir()
-    return root
 
 
 @pytest.fixture
@@ -72,16 +53,6 @@ def replicas(tmp_path: Path, hub: Path) -> list[Replica]:
 def _no_real_config_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A key command without key_file must never write in the real ~/.config."""
     monkeypatch.setenv("MEMSYNC_CONFIG", str(tmp_path / "default-config" / "config.toml"))
-
-
-@pytest.fixture(autouse=True)
-def _late_replicas_encrypt(monkeypatch: pytest.MonkeyPatch) -> None:
-    """test_sync's late joiner is made with `make_replica`: make it encrypted too."""
-
-    def make(tmp: Path, name: str, url: str) -> Replica:
-        return encrypted_replica(tmp, name, url, KEY)
-
-    monkeypatch.setattr(test_sync, "make_replica", make)
 
 
 def _sync(r: Replica) -> tuple[int, str]:

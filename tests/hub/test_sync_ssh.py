@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memsync.hub.transports._ssh_session import TimedSFTPClient
+from tests.helpers.crypto import BOTH_CODECS, ReplicaFactory
 from tests.helpers.sshd import SshdServer, kill_sessions, session_pids
 from tests.helpers.sync import (
     MEMORY,
@@ -30,8 +31,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def replicas(tmp_path: Path, hub: Path, sshd_server: SshdServer) -> list[Replica]:
-    return [make_replica(tmp_path, name, **ssh_remote(sshd_server, hub)) for name in "abc"]
+def replicas(
+    tmp_path: Path, hub: Path, sshd_server: SshdServer, new_replica: ReplicaFactory
+) -> list[Replica]:
+    return [new_replica(tmp_path, name, **ssh_remote(sshd_server, hub)) for name in "abc"]
 
 
 @pytest.mark.parametrize("seed", [11, 12])
@@ -41,6 +44,7 @@ def test_three_replicas_converge_over_ssh_and_a_further_round_is_a_no_op(
     converge(replicas, hub, seed, rounds=4)
 
 
+@BOTH_CODECS
 def test_a_deleted_state_directory_costs_a_reread_over_ssh(
     replicas: list[Replica], hub: Path
 ) -> None:

@@ -1,6 +1,7 @@
-"""Hub encryption over the real sshd (issue 12): test_sync_ssh.py's convergence scenarios
-with every replica encrypting, a hub shared by an SSH and a folder replica, and a replica
-with another key refused without a byte of the hub changed."""
+"""Hub encryption over the real sshd (issue 12): three encrypted replicas converge over
+SFTP, a hub shared by an SSH and a folder replica, and a replica with another key refused
+without a byte of the hub changed. (test_sync_ssh.py runs its lost-state scenario over a
+plain and an encrypted hub.)"""
 
 from __future__ import annotations
 
@@ -13,22 +14,10 @@ from memsync.hub.keys import new_master_key
 from tests.helpers.crypto import encrypted_replica, hub_digest, readable_in_hub
 from tests.helpers.sshd import SshdServer
 from tests.helpers.sync import Replica, assert_converged, converge, ssh_remote
-from tests.hub import test_sync_ssh
 
 pytestmark = pytest.mark.integration
 
 KEY = new_master_key()
-
-test_a_deleted_state_directory_costs_a_reread_over_ssh = (
-    test_sync_ssh.test_a_deleted_state_directory_costs_a_reread_over_ssh
-)
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Path:
-    root = tmp_path / "hub"
-    root.mkdir()
-    return root
 
 
 @pytest.fixture
