@@ -29,7 +29,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
-from memsync.local.fulltext import live_cache, recall, warm
+from memsync.local.fulltext import recall, warm
+from memsync.local.livecache import live_cache
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
 

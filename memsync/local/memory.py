@@ -120,11 +120,11 @@ class Memory:
         """The memory block for a task in `scope` (see `memsync.core.prompt.render_prompt`).
 
         At the local clock (`now` None) it comes from this process's cache of the file
-        (`memsync.local.fulltext.LiveCache`): rendered again only when the file changed or
+        (`memsync.local.livecache.LiveCache`): rendered again only when the file changed or
         an entry expired, so repeated calls on an unchanged file cost microseconds.
         """
         if now is None:
-            from memsync.local.fulltext import live_cache  # sqlite3: not on `add`'s path
+            from memsync.local.livecache import live_cache  # sqlite3: not on `add`'s path
 
             return live_cache(self.path).prompt(scope, max_chars)
         return prompt_of(self.view(now).records, scope, max_chars)

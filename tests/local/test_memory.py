@@ -404,7 +404,7 @@ def test_to_prompt_on_an_unchanged_file_is_served_from_the_cache(tmp_path: Path)
     """Issue 14: an agent's process asks for its block again and again; while the file is
     unchanged nothing is read or rendered again (the very same string comes back), and an
     append or an expiry shows at the next call."""
-    from memsync.local.fulltext import live_cache
+    from memsync.local.livecache import live_cache
 
     mem = Memory.open(tmp_path / "me.jsonl")
     mem.add("fact", "First.")
