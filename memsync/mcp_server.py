@@ -33,6 +33,7 @@ from memsync.local.fulltext import recall, warm
 from memsync.local.livecache import live_cache
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
+from memsync.local.targets import require_memory_target
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
@@ -183,6 +184,7 @@ def _bounded(hits: list[Hit], max_chars: int) -> tuple[list[Hit], bool]:
 def build_server(path: Path, name: str, state_dir: StateDir | None = None) -> MCPServer:
     """An MCP server for memory file `path` (created if missing), named `name` in its
     resource URIs. The recall index lives in `state_dir` (default: memsync's)."""
+    require_memory_target(path)  # never JSON appended to notes.txt (issue 24, item 6)
     mem = Memory.open(path)
     # The SDK runs sync tools in worker threads; one lock keeps this process's writes and
     # index refreshes in order (other processes are kept in order by the file's lock).

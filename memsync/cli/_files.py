@@ -24,6 +24,7 @@ from memsync.errors import UsageError
 from memsync.local.located import check_files, located_view
 from memsync.local.memory import Memory
 from memsync.local.reading import no_gc, prompt_of
+from memsync.local.targets import require_memory_target
 
 # What the agents' everyday commands (add, forget, show, prompt, check) do not need is
 # imported inside the commands that do: the merge's SQLite index, the config (pydantic),
@@ -47,6 +48,7 @@ __all__ = [
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    require_memory_target(args.file)  # never JSON appended to notes.txt (issue 24, item 6)
     mem = Memory.open(args.file)
     entry = mem.add_record(
         args.kind,

@@ -18,6 +18,7 @@ from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.local.reading import view_of
 from memsync.local.storage import atomic_replace, require_file
+from memsync.local.targets import require_not_input, require_not_memory
 
 __all__ = ["export_markdown", "render_markdown", "write_markdown"]
 
@@ -84,7 +85,14 @@ def write_markdown(
     path: str | os.PathLike[str], out: str | os.PathLike[str], *, now: int | None = None
 ) -> int:
     """Write the summary of `path` to `out` (atomically, mode 0600: a memory is personal);
-    return the number of characters written."""
+    return the number of characters written.
+
+    Raises:
+        UsageError: `out` is `path` (by device and inode) or another memory file: a
+            memory is never replaced by its summary (issue 24, item 6).
+    """
+    require_not_input(out, [path])
+    require_not_memory(out)
     text = export_markdown(path, now=now)
     atomic_replace(Path(out).expanduser(), text.encode("utf-8"))
     return len(text)

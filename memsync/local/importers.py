@@ -34,6 +34,7 @@ from memsync.local.lock import file_lock
 from memsync.local.memory import Memory
 from memsync.local.reading import scan
 from memsync.local.storage import append_bytes, require_file
+from memsync.local.targets import require_memory_target, require_not_input
 
 __all__ = ["IMPORTED_AT", "SOURCE", "ImportResult", "import_mcp_memory", "mcp_memory_records"]
 
@@ -172,10 +173,15 @@ def import_mcp_memory(
 
     Raises:
         MemsyncError: `src` has a bad line (nothing is appended then).
+        UsageError: `into` is `src` (by device and inode), or exists and is not a memory
+            file (nothing is appended).
         FileNotFoundError: `src` does not exist.
     """
     source = Path(src).expanduser()
     require_file(source)
+    # Issue 24, item 6: never records appended to their own source or to a non-memory file.
+    require_not_input(into, [source])
+    require_memory_target(into)
     result = ImportResult()
     lines: list[tuple[bytes, Record]] = []
     seen: set[tuple[str, int]] = set()
