@@ -95,7 +95,15 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("prompt", help="the memory block for an agent's context")
-    p.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    p.add_argument(
+        "files",
+        type=Path,
+        nargs="*",
+        metavar="FILE",
+        help="left out: --memory NAME of the config (default: its only memory, or 'me')",
+    )
+    p.add_argument("--memory", default=None, metavar="NAME", help="a memory of the config")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.add_argument("--scope", default=None, help=SCOPE_HELP)
     p.add_argument("--max-chars", type=positive_int_arg, default=None, metavar="N")
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")

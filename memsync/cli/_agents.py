@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memsync.cli._common import confidence_arg, positive_int_arg
+from memsync.cli._common import confidence_arg, configured_memory, positive_int_arg
 from memsync.core.records import KINDS
-from memsync.errors import ConfigError, MemsyncError, UsageError, shown
+from memsync.errors import MemsyncError, UsageError
 
 __all__ = ["cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
 
@@ -33,28 +33,12 @@ def _port(text: str) -> int:
 
 def _memory_path(args: argparse.Namespace) -> tuple[Path, str]:
     """The file `memsync mcp` serves and its name: FILE, or `--memory NAME` from the config
-    (the config's only memory when neither is given)."""
-    from memsync.config import default_config, default_config_path, load_config
-
+    (the config's only memory when neither is given; "me" without a config)."""
     if args.file is not None and args.memory is not None:
         raise MemsyncError("mcp: give FILE or --memory NAME, not both")
     if args.file is not None:
         return Path(args.file).expanduser(), Path(args.file).stem
-    path = args.config if args.config is not None else default_config_path()
-    config = load_config(path) if args.config is not None or path.exists() else default_config()
-    mems = {m.name: m for m in config.memory}
-    if args.memory is None:
-        if len(mems) != 1:
-            raise MemsyncError(
-                f"mcp: {path}: several memories ({', '.join(sorted(mems))}); "
-                "choose one with --memory NAME"
-            )
-        [mem] = mems.values()
-    elif args.memory in mems:
-        mem = mems[args.memory]
-    else:
-        raise ConfigError(str(path), "memory", f"no memory named {shown(args.memory)}")
-    return mem.path, mem.name
+    return configured_memory(args.memory, args.config, "mcp")
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

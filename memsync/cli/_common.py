@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from memsync.core.timestamps import parse_ts
-from memsync.errors import SHOWN_CHARS, UsageError, shown
+from memsync.errors import SHOWN_CHARS, ConfigError, UsageError, shown
+from memsync.local.dirs import DEFAULT_MEMORY_NAME, default_config_path, default_memory_path
 
 __all__ = [
     "EXIT_ERROR",
@@ -24,6 +25,7 @@ __all__ = [
     "Parser",
     "at_most",
     "confidence_arg",
+    "configured_memory",
     "existing",
     "non_negative_arg",
     "positive_int_arg",
@@ -119,3 +121,41 @@ def at_most(maximum: float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def configured_memory(
+    memory: str | None, config_path: Path | None, command: str
+) -> tuple[Path, str]:
+    """The file and name of `--memory NAME` (left out: the config's only memory).
+
+    The config is `config_path`, else the default config file when it exists, else the
+    embedded default, whose one memory is "me" (issue 24, item 17): the same memory for the
+    daemon, `mcp`, `prompt` and `sync`. Without a config file the config (pydantic) is not
+    even imported: a session-start hook pays nothing for it (issue 14).
+    """
+    default = default_config_path()
+    path = config_path if config_path is not None else default
+    if config_path is None and not default.exists():
+        if memory in (None, DEFAULT_MEMORY_NAME):
+            return default_memory_path(), DEFAULT_MEMORY_NAME
+        raise ConfigError(
+            str(path),
+            "memory",
+            f"no memory named {shown(memory)}: there is no config file, and the embedded "
+            f"default has one memory, {DEFAULT_MEMORY_NAME!r}",
+        )
+    from memsync.config import load_config
+
+    mems = {m.name: m for m in load_config(path).memory}
+    if memory is None:
+        if len(mems) != 1:
+            raise UsageError(
+                f"{command}: {path}: several memories ({', '.join(sorted(mems))}); "
+                "choose one with --memory NAME"
+            )
+        [mem] = mems.values()
+    elif memory in mems:
+        mem = mems[memory]
+    else:
+        raise ConfigError(str(path), "memory", f"no memory named {shown(memory)}")
+    return mem.path, mem.name

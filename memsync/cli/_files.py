@@ -14,6 +14,7 @@ import msgspec
 from memsync.cli._common import (
     EXIT_FOUND,
     EXIT_OK,
+    configured_memory,
     existing,
     report_bad,
 )
@@ -129,6 +130,15 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 
 
 def _prompt(args: argparse.Namespace) -> int:
+    if args.files and args.memory is not None:
+        raise UsageError("prompt: give FILE... or --memory NAME, not both")
+    if not args.files:
+        # The session-start hook's spelling (issue 24, item 17): a memory of the config, or
+        # the default one. Before its first entry there is nothing to load: print nothing.
+        path, _ = configured_memory(args.memory, args.config, "prompt")
+        if not path.exists():
+            return EXIT_OK
+        args.files = [path]
     with located_view(existing(args.files), args.now) as view:
         text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
     sys.stdout.write(text)

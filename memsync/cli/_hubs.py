@@ -36,18 +36,6 @@ __all__ = [
 # Sync: sync, check-config
 
 
-def _load_config(path: Path | None) -> Config:
-    from memsync.config import default_config_path, load_config
-
-    config_path = path if path is not None else default_config_path()
-    if path is None and not config_path.exists():
-        raise UsageError(
-            f"{config_path}: no config file; copy config.example.toml there (or pass "
-            "--config PATH, or set MEMSYNC_CONFIG) and add a remote"
-        )
-    return load_config(config_path)
-
-
 def _size(n: int) -> str:
     return (
         f"{n} B"
@@ -59,9 +47,12 @@ def _size(n: int) -> str:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
+    from memsync.config import default_config_path
     from memsync.config.wiring import sync_config
 
-    config = _load_config(args.config)
+    # Without a config file, the daemon's embedded default (issue 24, item 17): its one
+    # memory "me" and no remote, so there is nothing to sync, which is no error.
+    config, config_path = _daemon_config(args.config)
     if args.memory is not None and config.memory_named(args.memory) is None:
         raise UsageError(f"no memory named {shown(args.memory)} in the config")
     if args.remote is not None and args.remote not in {r.name for r in config.remote}:
@@ -72,6 +63,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     else:
         if not reports:
             print("nothing to sync: no remote is configured for these memories")
+        if config_path is None:
+            for line in _embedded_default_lines(config, default_config_path()):
+                print(line)
         for r in reports:
             head = f"{r.memory} <-> {r.remote}:"
             if r.error:
@@ -243,14 +237,36 @@ def describe_start(config: Config, config_path: Path | None, default_path: Path)
         remotes = ", ".join(rc.name for rc in config.memory_remotes(mem)) or "no remotes"
         lines.append(f"watching {mem.path} (memory {mem.name!r}; {remotes})")
     if config_path is None:
-        lines.append(
-            f"no config file at {default_path}: running on the embedded default "
-            "(validation and scheduled compaction only)"
-        )
-        lines.append(
-            f"to sync with other machines, write {default_path} with a [[remote]] "
-            "(see config.example.toml), then restart the daemon"
-        )
+        lines += _embedded_default_lines(config, default_path)
     lines.append(f"compaction schedule: {config.compaction.schedule!r} (local time)")
     lines.append(f"state directory: {config.state_dir}")
+    return lines
+
+
+def _embedded_default_lines(config: Config, default_path: Path) -> list[str]:
+    """What the daemon and `sync` say when no config file exists: the embedded default, how
+    to add a remote, and where the former default file is (issue 24, item 17)."""
+    from memsync.local.dirs import FORMER_DEFAULT_MEMORY_FILE, former_default_beside
+
+    lines = [
+        (
+            f"no config file at {default_path}: running on the embedded default "
+            "(validation and scheduled compaction only)"
+        ),
+        (
+            f"to sync with other machines, write {default_path} with a [[remote]] "
+            "(see config.example.toml), then restart the daemon"
+        ),
+    ]
+    [mem] = config.memory
+    if mem.path.name == FORMER_DEFAULT_MEMORY_FILE:
+        lines.append(
+            f"memory {mem.name!r} is kept in {mem.path}, the former default file, since "
+            f"{mem.path.with_name(mem.name + '.jsonl')} does not exist"
+        )
+    elif (former := former_default_beside(mem.path)) is not None:
+        lines.append(
+            f"{former}, the former default file, is no longer the default memory: add its "
+            f"entries to memory {mem.name!r} with `memsync merge {former} --into {mem.path}`"
+        )
     return lines

@@ -12,7 +12,6 @@ import datetime as dt
 import difflib
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -40,7 +39,12 @@ from memsync.core.compaction import (
 from memsync.core.names import valid_name, valid_replica
 from memsync.errors import shown as _shown
 from memsync.hub.transports.url import RemoteURL, parse_remote_url
-from memsync.local.dirs import default_state_dir, xdg_dir
+from memsync.local.dirs import (
+    DEFAULT_MEMORY_NAME,
+    default_config_path,
+    default_memory_path,
+    default_state_dir,
+)
 
 __all__ = [
     "CompactionConfig",
@@ -57,8 +61,6 @@ _SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key", "timeout_sec
 _S3_ONLY = ("endpoint_url", "region", "profile")
 # Keys that would hold a credential: refused with a hint, never echoed (issue 11).
 _SECRET_KEY_RE = re.compile(r"secret|password|passwd|access_key|session_token|credential|token")
-_DEFAULT_MEMORY_NAME = "memory"
-_DEFAULT_MEMORY_PATH = "~/.local/share/agent-memory/memory.jsonl"
 # Upper bounds on every number (issue 13, item 17): past them a value is a typo, and some
 # (inf, 1e12 seconds) overflow the scheduler at start, a restart loop under systemd.
 _DAY = MAX_WAIT_SECONDS
@@ -114,21 +116,8 @@ _Path = Annotated[Path, BeforeValidator(_expand_path)]
 # --- environment defaults -------------------------------------------------------------
 
 
-def default_config_path(env: Mapping[str, str] | None = None) -> Path:
-    """Return where the config file is looked for.
-
-    `$MEMSYNC_CONFIG` if set, else `$XDG_CONFIG_HOME/memsync/config.toml`, else
-    `~/.config/memsync/config.toml`. `env` defaults to `os.environ`.
-    """
-    env = os.environ if env is None else env
-    explicit = env.get("MEMSYNC_CONFIG", "")
-    if explicit:
-        return Path(os.path.expanduser(explicit))
-    return xdg_dir(env, "XDG_CONFIG_HOME", "~/.config") / "memsync" / "config.toml"
-
-
 def _default_memories() -> tuple[MemoryConfig, ...]:
-    return (MemoryConfig(name=_DEFAULT_MEMORY_NAME, path=Path(_DEFAULT_MEMORY_PATH)),)
+    return (MemoryConfig(name=DEFAULT_MEMORY_NAME, path=default_memory_path()),)
 
 
 # --- the models -----------------------------------------------------------------------
@@ -329,7 +318,8 @@ class Config(_Model):
     memory: Annotated[tuple[MemoryConfig, ...], BeforeValidator(_as_tuple)] = Field(
         default_factory=_default_memories, min_length=1
     )
-    """The `[[memory]]` tables; left out, one memory named "memory" at the default path."""
+    """The `[[memory]]` tables; left out, one memory named "me" at the default path
+    (`memsync.local.dirs.default_memory_path`)."""
     remote: Annotated[tuple[RemoteConfig, ...], BeforeValidator(_as_tuple)] = ()
     """The `[[remote]]` tables; none means memsync only keeps local files tidy."""
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
@@ -439,7 +429,8 @@ def _listing(names: list[str]) -> str:
 def default_config() -> Config:
     """Return the config the daemon uses when no config file exists.
 
-    One memory named "memory" at `~/.local/share/agent-memory/memory.jsonl`, no remotes, and
+    One memory named "me" at `~/.local/share/agent-memory/me.jsonl` (or at the former
+    default `memory.jsonl` there when only that file exists: issue 24, item 17), no remotes, and
     the default `[compaction]` and `[daemon]` settings.
     """
     return Config()

@@ -10,7 +10,23 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["default_state_dir", "xdg_dir"]
+__all__ = [
+    "DEFAULT_MEMORY_NAME",
+    "FORMER_DEFAULT_MEMORY_FILE",
+    "default_config_path",
+    "default_memory_path",
+    "default_state_dir",
+    "former_default_beside",
+    "xdg_dir",
+]
+
+DEFAULT_MEMORY_NAME = "me"
+"""The one default memory (issue 24, item 17): the embedded config's, the tour's, the
+session-start hook's and `memsync mcp --memory me`'s."""
+_AGENT_MEMORY = "~/.local/share/agent-memory"
+FORMER_DEFAULT_MEMORY_FILE = "memory.jsonl"
+"""The embedded default's file before the default became "me": a daemon that ran without a
+config kept its memory there."""
 
 
 def xdg_dir(env: Mapping[str, str], var: str, fallback: str) -> Path:
@@ -26,3 +42,40 @@ def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
     """Return `$XDG_STATE_HOME/memsync`, else `~/.local/state/memsync`."""
     env = os.environ if env is None else env
     return xdg_dir(env, "XDG_STATE_HOME", "~/.local/state") / "memsync"
+
+
+def default_memory_path() -> Path:
+    """Return the default memory's file: `~/.local/share/agent-memory/me.jsonl`.
+
+    When only the former default file (`memory.jsonl` beside it) exists, that file instead:
+    a machine whose daemon ran on the old embedded default keeps its memory where it is,
+    nothing stranded (issue 24, item 17). `former_default_beside` says when both exist.
+    """
+    folder = Path(os.path.expanduser(_AGENT_MEMORY))
+    path = folder / f"{DEFAULT_MEMORY_NAME}.jsonl"
+    former = folder / FORMER_DEFAULT_MEMORY_FILE
+    if not path.exists() and former.exists():
+        return former
+    return path
+
+
+def former_default_beside(path: Path) -> Path | None:
+    """The former default file when `path` is the default memory's file and the former one
+    exists too (its entries are then not synced: the caller says so), else None."""
+    former = Path(os.path.expanduser(_AGENT_MEMORY)) / FORMER_DEFAULT_MEMORY_FILE
+    if path == former.with_name(f"{DEFAULT_MEMORY_NAME}.jsonl") and former.exists():
+        return former
+    return None
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """Return where the config file is looked for.
+
+    `$MEMSYNC_CONFIG` if set, else `$XDG_CONFIG_HOME/memsync/config.toml`, else
+    `~/.config/memsync/config.toml`. `env` defaults to `os.environ`.
+    """
+    env = os.environ if env is None else env
+    explicit = env.get("MEMSYNC_CONFIG", "")
+    if explicit:
+        return Path(os.path.expanduser(explicit))
+    return xdg_dir(env, "XDG_CONFIG_HOME", "~/.config") / "memsync" / "config.toml"

@@ -42,7 +42,7 @@ def test_the_session_start_hook_prints_the_memory_block(tmp_path: Path) -> None:
     [entry] = settings["hooks"]["SessionStart"]
     [hook] = entry["hooks"]
     assert hook["type"] == "command"
-    assert DEFAULT_FILE in hook["command"]
+    assert "--memory me" in hook["command"]  # the default memory, the tour's $F
     mem = Memory.open(Path(DEFAULT_FILE.replace("~", str(tmp_path))))
     mem.add("preference", "Short answers.", source="user")
     mem.add("lesson", "Run ruff before committing.", scope="project:memsync")
@@ -58,6 +58,30 @@ def test_the_session_start_hook_prints_the_memory_block(tmp_path: Path) -> None:
     assert "Short answers." in done.stdout
     assert "Run ruff before committing." in done.stdout
     assert "Unrelated" not in done.stdout
+
+
+def _hook_command() -> str:
+    [settings] = [b for b in _json_blocks() if "hooks" in b]
+    command: str = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    return command
+
+
+def test_the_hook_pasted_before_the_first_entry_prints_nothing(tmp_path: Path) -> None:
+    """Issue 24, item 17: the recipe exited 2 until the memory file existed; an empty or
+    missing memory is no error, and nothing to load."""
+    memory = Path(DEFAULT_FILE.replace("~", str(tmp_path)))
+    for step in ("missing", "empty"):
+        if step == "empty":
+            Memory.open(memory)
+        done = subprocess.run(
+            ["/bin/sh", "-c", _hook_command()],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), step
 
 
 def test_the_mcp_servers_entry_launches_a_working_server(tmp_path: Path) -> None:

@@ -133,8 +133,8 @@ def test_display_dict_is_json_and_validates_again() -> None:
 def test_default_config() -> None:
     config = default_config()
     (memory,) = config.memory
-    assert memory.name == "memory"
-    assert memory.path == HOME / ".local/share/agent-memory/memory.jsonl"
+    assert memory.name == "me"  # the tour's, the hook's, `mcp --memory me`'s (issue 24, 17)
+    assert memory.path == HOME / ".local/share/agent-memory/me.jsonl"
     assert config.remote == ()
     assert config.memory_remotes(memory) == []
     assert config.compaction == CompactionConfig()

@@ -402,7 +402,7 @@ def test_no_config_runs_the_embedded_default_and_a_second_daemon_is_refused(
     }
     home.mkdir()
     state = tmp_path / "xdg-state" / "memsync"
-    memory = home / ".local" / "share" / "agent-memory" / "memory.jsonl"
+    memory = home / ".local" / "share" / "agent-memory" / "me.jsonl"
     log = tmp_path / "default.log"
     argv = [sys.executable, "-m", "memsync", "daemon"]
     with log.open("wb") as err:
