@@ -56,23 +56,21 @@ from functools import lru_cache
 
 import msgspec
 
+from memsync.core._secret_prose import _backtick_password, _mysql_password, _wifi_password
 from memsync.core._secret_shapes import (
-    _BACKTICK_PW,
     _BASIC,
     _BEARER,
-    _CLI_PW,
     _DETECTORS,
-    _DIGIT,
     _KEY_ASSIGN,
     _ORDER,
     _PREFILTER,
     _PW_ASSIGN,
     _URL_CRED,
-    _WIFI,
     SECRET_KINDS,
     _classes,
     _plausible,
 )
+from memsync.core._secret_values import _TRAILING, _is_placeholder, _looks_random, _overlaps
 
 __all__ = ["SECRET_KINDS", "find_secrets", "record_secrets"]
 
@@ -115,93 +113,7 @@ _NON_SECRET_TOKEN_OWNERS = (
     "eos", "bos", "pad", "unk", "sep", "change", "creation", "update", "forward", "backward",
     "resume", "publickey",
 )
-
-_PLACEHOLDER_WORDS = frozenset(
-    (
-        "none", "null", "nil", "undefined", "true", "false", "empty", "blank", "required",
-        "optional", "default", "unset", "unknown", "redacted", "removed", "hidden",
-        "masked", "omitted", "elided", "censored", "sanitized", "scrubbed", "filtered",
-        "placeholder", "example", "sample", "dummy", "test", "string", "str", "value",
-        "text", "env", "environment", "enabled", "disabled", "yes", "no", "on", "off",
-        "auto", "secret", "secrets", "password", "passwords", "passwd", "pass", "pwd",
-        "passphrase", "token", "tokens", "key", "keys", "apikey", "credential",
-        "credentials",
-    )
-)
-# A value made only of these words ("your_api_key_here", "db-password") names a value.
-_PLACEHOLDER_PARTS = _PLACEHOLDER_WORDS | frozenset(
-    (
-        "your", "yours", "my", "the", "a", "an", "new", "old", "here", "goes", "this",
-        "that", "some", "db", "database", "api", "access", "auth", "admin", "root", "user",
-        "app", "service", "client", "private", "public", "bot", "personal", "prod",
-        "production", "dev", "staging", "real", "actual", "insert", "put", "enter", "fill",
-        "replace", "generated",
-    )
-)
-# Any one of these parts marks a placeholder ("my-example-token", "REDACTED_KEY").
-_PLACEHOLDER_MARKS = frozenset(
-    ("your", "yours", "example", "placeholder", "redacted", "dummy", "xxx")
-)
-_PLACEHOLDER_INFIXES = ("password", "passwd", "secret", "token", "credential", "sample")
-_SPLIT_PARTS = re.compile(r"[_\-.\s]+")
-_WORDISH = re.compile(r"[A-Za-z_-]+\Z")
-_CAMEL_HUMP = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_REFERENCE_PREFIXES = (
-    "env:", "vault:", "file:", "secret:", "secrets:", "ssm:", "sops:", "keyring:", "arn:",
-    "kms:", "gcp:", "azure:", "k8s:",
-)
 # fmt: on
-_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
-_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
-_MASK_CHARS = frozenset("*xX•·.#?-_ ")
-_TRAILING = ".,;:!?)]}>"
-
-
-def _is_placeholder(value: str) -> bool:
-    """Given a candidate secret value, return True when it stands for a value instead of
-    being one: a mask, a template or variable, a reference, or a descriptive word."""
-    low = value.lower()
-    if value[0] in "$%{<[(@&*#`" or "${" in value or "{{" in value:
-        return True  # $VAR, ${VAR}, %(name)s, {name}, <redacted>, [hidden], (see vault)
-    if set(value) <= _MASK_CHARS or len(set(low)) == 1:
-        return True  # ****, xxxxxx, ......
-    if "***" in value or "..." in value or "…" in value or "xxx" in low:
-        return True  # partly masked or elided: sk-...abcd, ****1234
-    if value[0] in "/~" or low.startswith(("./", "../")):
-        return True  # a file holding the secret, not the secret (also pwd=/home/...)
-    if "://" in value or "(" in value or "[" in value or low.startswith(_REFERENCE_PREFIXES):
-        return True  # op://vault/item, os.environ.get(...), env["PW"], vault:secret/db
-    if _DOTTED_NAME.match(value) or _ENV_NAME.match(value):
-        return True  # settings.API_KEY, self.password, GITHUB_TOKEN
-    if "example" in low or (_WORDISH.match(value) and any(w in low for w in _PLACEHOLDER_INFIXES)):
-        return True  # mysecret, examplekey, nextTokenValue, idpexamplesecret456, hide_password
-    parts = [p for p in _SPLIT_PARTS.split(_CAMEL_HUMP.sub(" ", value).lower()) if p]
-    if not parts:
-        return True
-    if len(parts) == 1:
-        return parts[0] in _PLACEHOLDER_WORDS or parts[0] in _PLACEHOLDER_MARKS
-    # Several parts: "your_api_key_here", "db-password", "REDACTED_KEY", "my-example-token".
-    # A single vocabulary word alone ("admin", "root") is a real, if weak, password.
-    return all(p in _PLACEHOLDER_PARTS for p in parts) or any(
-        p in _PLACEHOLDER_MARKS for p in parts
-    )
-
-
-def _looks_random(value: str) -> bool:
-    """Given a bare value written after "key: " (a space, as prose has), return True when it
-    looks generated rather than like words: 3 character classes, or 16+ chars with digits,
-    and no separated part that is a lowercase word ("2FA-enabled", "gpt-4o-mini")."""
-    if len(value) < 8:
-        return False
-    if any(len(p) >= 4 and p.isalpha() and p.islower() for p in _SPLIT_PARTS.split(value)):
-        return False
-    classes = _classes(value)
-    has_digit = not _DIGIT.isdisjoint(value)
-    return classes >= 3 or (len(value) >= 16 and classes >= 2 and has_digit)
-
-
-def _overlaps(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
-    return any(s < end and start < e for s, e in spans)
 
 
 def _assignment_key(low: str, end: int) -> tuple[int, str] | None:
@@ -265,108 +177,6 @@ def _assignments(text: str, low: str, spans: list[tuple[int, int]], found: set[s
             continue
         found.add(name)
         spans.append((start, v.end()))  # the prose checks below must not report it again
-
-
-# --- Passwords in commands and prose, found after the assignments ---------------------------
-
-# `mysql -u root -pS3cret`: the password is glued to "-p" ("-p" alone prompts for it, "-P" is
-# the port). Only options may stand between the command and "-p" (each short one with at most
-# one argument), so "mysql ... and pytest -pno:cacheprovider" is not read as one command.
-_ARG = r"[^\s;|&`<>]"
-_MYSQL_PW_RE = re.compile(
-    r"(?<![\w.-])(?:mysql(?:dump|admin|import|check|show|pump|binlog|slap)?"
-    r"|mariadb(?:-?dump|-?admin)?)"
-    r"(?:[ \t]+(?:-[A-Za-oq-z]" + _ARG + r"*(?:[ \t]+[^\s;|&`<>-]" + _ARG + r"*)?"
-    r"|--[A-Za-z][\w-]*(?:=" + _ARG + r"*)?))*?"
-    r"[ \t]+-p(?:\"(?P<dq>[^\"\s]+)\"|'(?P<sq>[^'\s]+)'|(?P<bare>" + _ARG + r"+))"
-)
-# "the wifi password is Tr0ub4dor&3", "Wi-Fi password: hunter2hunter2", "wifi pw is ...",
-# "the password for the guest wifi is ...". Runs on `text.lower()`.
-_IS_OPERATOR = r"(?:[ \t]+(?:is|was)(?:[ \t]*:)?|[ \t]*[:=])[ \t]*"
-_WIFI_RE = re.compile(
-    r"(?:(?:wi-?fi|wlan)(?:[ \t]+(?:network|guest|router))?[ \t]+"
-    r"(?:password|passwd|passphrase|pass|pwd|pw|key)"
-    r"|(?:password|passphrase|pw)[ \t]+(?:for|of)[ \t]+(?:(?:the|our|my)[ \t]+)?(?:guest[ \t]+)?"
-    r"(?:wi-?fi|wlan)(?:[ \t]+network)?)" + _IS_OPERATOR
-)
-_PROSE_VALUE_RE = re.compile(
-    r"\"(?P<dq>[^\"\s]+)\"|'(?P<sq>[^'\s]+)'|`(?P<bq>[^`\n]+)`|(?P<bare>[^\s\"'`]+)"
-)
-# "the passphrase is `correct horse battery staple`", "password for the NAS: `hunter22`".
-# Runs on `text.lower()`; the value is read from `text` after the opening backtick.
-_BACKTICK_PW_RE = re.compile(
-    r"(?:password|passwd|passphrase|pass[ \t]+phrase|pwd|pw)"
-    r"(?:[ \t]+for[ \t]+[^\s`]+(?:[ \t]+[^\s`]+){0,3}?)?" + _IS_OPERATOR + "`"
-)
-_BACKTICK_VALUE_RE = re.compile(r"[^`\n]+(?=`)")
-# A command in backticks fetches the password rather than being it ("`pass show db`").
-# fmt: off
-_SECRET_COMMANDS = frozenset((
-    "pass", "gopass", "op", "bw", "lpass", "security", "secret-tool", "keyring", "vault",
-    "aws", "gcloud", "az", "kubectl", "cat", "echo", "sops", "age", "gpg", "openssl",
-))
-# fmt: on
-
-
-_COUNT_WORD = re.compile(r"[0-9]+[^A-Za-z0-9]*[a-z]+\Z")
-_WIFI_TERMS = frozenset(("wpa", "wpa2", "wpa3", "wep", "psk", "sae", "wps", "tkip", "aes", "ccmp"))
-
-
-def _prose_password(value: str, quoted: bool) -> bool:
-    """Given the value written after "the wifi password is", return True when it reads as a
-    password: quoted (6+ characters), or a bare 8+ character token that is not a word
-    ("on the fridge", "printed", "WPA2-protected") but has digits or symbols."""
-    if len(value) < (6 if quoted else 8) or _is_placeholder(value):
-        return False
-    if quoted:
-        return True
-    if value.isalpha() or len(set(value)) < 5 or _COUNT_WORD.match(value):
-        return False  # a word, or "10+chars", "12-characters"
-    parts = _SPLIT_PARTS.split(value.lower())
-    if any(p in _WIFI_TERMS for p in parts):
-        return False  # "WPA2-PSK", "WPA3-only": the kind of key, not the key
-    return not any(len(p) >= 4 and p.isalpha() for p in _SPLIT_PARTS.split(value) if p.islower())
-
-
-def _mysql_password(text: str, spans: list[tuple[int, int]], found: set[str]) -> None:
-    """Add "password on a command line" for `mysql ... -p<value>` (and mysqldump, mariadb...)."""
-    for m in _MYSQL_PW_RE.finditer(text):
-        value = m["dq"] or m["sq"] or m["bare"].rstrip(_TRAILING)
-        # No prose reading of "-p<value>" exists, so 4 characters suffice ("-proot").
-        if len(value) >= 4 and not _is_placeholder(value) and not _overlaps(*m.span(), spans):
-            found.add(_CLI_PW)
-            spans.append(m.span())
-
-
-def _wifi_password(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
-    """Add "Wi-Fi password" for "the wifi password is <value>" when the value reads as one."""
-    for m in _WIFI_RE.finditer(low):
-        v = _PROSE_VALUE_RE.match(text, m.end())
-        if v is None or _overlaps(m.start(), v.end(), spans):
-            continue
-        quoted = v["dq"] or v["sq"] or v["bq"]
-        value = quoted.strip() if quoted else v["bare"].rstrip(_TRAILING)
-        if value and _prose_password(value, bool(quoted)):
-            found.add(_WIFI)
-            spans.append((m.start(), v.end()))
-
-
-def _backtick_password(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
-    """Add "password in backticks" for "the passphrase is `correct horse battery staple`"."""
-    for m in _BACKTICK_PW_RE.finditer(low):
-        v = _BACKTICK_VALUE_RE.match(text, m.end())
-        if v is None or _overlaps(m.start(), v.end(), spans):
-            continue
-        value = v[0].strip()
-        if len(value) < 6 or value[0] == "-" or _is_placeholder(value):
-            continue  # short, an option ("--password-stdin"), a placeholder
-        words = value.split()
-        if words[0] in _SECRET_COMMANDS:
-            continue  # "`pass show db/prod`" fetches the password
-        if len(words) > 1 and ("/" in value or "=" in value or " -" in value):
-            continue  # a command line, not a passphrase
-        found.add(_BACKTICK_PW)
-        spans.append((m.start(), v.end()))
 
 
 def _bearer(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
