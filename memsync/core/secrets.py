@@ -268,6 +268,7 @@ def find_secrets(text: str) -> list[str]:
 # no credential can hide in a timestamp, a kind, a boolean or a number.
 _MACHINE_FIELDS = frozenset({"id", "created_at", "expires_at", "kind", "deleted", "confidence"})
 _decode = msgspec.json.Decoder().decode
+_KNOWN_FIELDS = frozenset({"text", "scope", "source", "supersedes", "tags"}) | _MACHINE_FIELDS
 
 
 class _KnownOnly(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -310,6 +311,9 @@ def record_secrets(raw: bytes) -> list[str]:
             if key != "text" and key not in _MACHINE_FIELDS:
                 for string in _strings(value):
                     found += _field_secrets(string)
+                if key not in _KNOWN_FIELDS:  # an unknown field's name is a string it holds
+                    for string in _named(key, value):
+                        found += _field_secrets(string)
         return list(dict.fromkeys(found))
     found = find_secrets(k.text) if k.text else []
     for value in (k.scope, k.source, k.supersedes, *k.tags):
@@ -319,6 +323,8 @@ def record_secrets(raw: bytes) -> list[str]:
 
 
 def _strings(value: object) -> Iterator[str]:
+    """Every string in a JSON value, with every object's field names as `_named` reads
+    them (issue 24, item 4: `{"AKIA...": "..."}` hides a key in a name)."""
     if type(value) is str:
         yield value
     elif type(value) is list:
@@ -326,8 +332,16 @@ def _strings(value: object) -> Iterator[str]:
             yield from _strings(item)
     elif type(value) is dict:
         for key, item in value.items():
-            yield key
+            yield from _named(key, item)
             yield from _strings(item)
+
+
+def _named(key: str, value: object) -> Iterator[str]:
+    """A field's name, and with a string value the pair as JSON spells it (`"db_password":
+    "S3cr3t!x9"`), so that a name the key-assignment checks know carries its value."""
+    yield key
+    if type(value) is str:
+        yield msgspec.json.encode({key: value}).decode()[1:-1]
 
 
 @lru_cache(maxsize=4096)

@@ -131,3 +131,36 @@ def test_status_counts_a_withheld_record_as_a_problem() -> None:
     assert "hub:notes/peer.jsonl:3, id in-text (password)" in problem
     status.updated_at = now + 8 * 86_400 * SECOND  # a week on, not forever
     assert evaluate(status, 1, status.updated_at).ok
+
+
+AWS_ID, AWS_SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def test_a_credential_in_a_field_name_is_withheld(tmp_path: Path) -> None:
+    """Issue 24, item 4: field names are strings a record holds; a known credential name
+    in an unknown field carries its value."""
+    lines = [
+        entry_line("clean", 1_000_000, "A plain fact.", note="deploys on Fridays"),
+        entry_line("in-name", 2_000_000, "A plain fact.", **{AWS_ID: AWS_SECRET}),
+        entry_line("nested-name", 3_000_000, "A fact.", meta={"auth": {AWS_ID: "x"}}),
+        entry_line("named-value", 4_000_000, "A fact.", db_password="S3cr3t!x9"),
+        entry_line("clean-name", 5_000_000, "A fact.", ticket="OPS-1234", sort_key="name"),
+    ]
+    found = {json.loads(raw)["id"]: record_secrets(raw) for raw in lines}
+    assert found == {
+        "clean": [],
+        "in-name": ["AWS access key id"],
+        "nested-name": ["AWS access key id"],
+        "named-value": ["password assignment"],
+        "clean-name": [],
+    }
+    hub = tmp_path / "hub"
+    (hub / "notes").mkdir(parents=True)
+    (hub / "notes" / "peer.jsonl").write_bytes(header_line(1) + b"".join(r + b"\n" for r in lines))
+    me = make_replica(tmp_path, "me", str(hub))
+    result = me.cli("sync", "--json")
+    assert result.rc == 0, result.err
+    (report,) = json.loads(result.out)
+    assert [w["id"] for w in report["withheld"]] == ["in-name", "nested-name", "named-value"]
+    assert sorted(r.id for r in me.view().records) == ["clean", "clean-name"]
+    assert AWS_ID.encode() not in me.path.read_bytes()
