@@ -92,6 +92,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", action="append", choices=KINDS, default=[])
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
     p.add_argument("--json", action="store_true", help="a JSON array of the live records")
+    p.add_argument(
+        "--digest",
+        action="store_true",
+        help="print the view's digest and entry count instead: equal on machines that agree",
+    )
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("prompt", help="the memory block for an agent's context")

@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from memsync.cli._common import (
     existing,
     report_bad,
 )
+from memsync.core.digest import view_digest
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
@@ -79,6 +81,10 @@ def _show(args: argparse.Namespace) -> int:
     # Two passes (issue 14): the view holds where each live line is, not the line.
     with located_view(existing(args.files), args.now) as view:
         keep = selector(scope=args.scope, kinds=args.kind)
+        if args.digest:
+            print(view_digest(_selected(view.lines(), keep)))
+            report_bad(view.scan.bad, view.scan.headerless)
+            return EXIT_OK
         out = sys.stdout.buffer
         first = True
         if args.json:
@@ -100,6 +106,15 @@ def _show(args: argparse.Namespace) -> int:
         out.flush()
     report_bad(view.scan.bad, view.scan.headerless)
     return EXIT_OK
+
+
+def _selected(
+    lines: Iterable[bytes], keep: Callable[[dict[str, Any]], bool] | None
+) -> Iterator[bytes]:
+    """The lines of `lines` whose record `keep` keeps (all when `keep` is None)."""
+    for raw in lines:
+        if keep is None or keep(msgspec.json.decode(raw)):
+            yield raw
 
 
 def _show_line(rec: Record, obj: dict[str, Any]) -> bytes:
