@@ -12,33 +12,47 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
+_STEP_MS = 20
+"""The quiet wait after a change: each ms adds to every hop."""
+_TIMEOUT_MS = 1000
+"""How long one wait in watchfiles' Rust code lasts before it looks at `stop` again."""
+
 
 def watch_jsonl(
     paths: list[Path],
     stop: threading.Event,
     debounce_ms: int,
     on_changes: Callable[[set[Path]], None],
+    ready: threading.Event | None = None,
 ) -> None:
     """Call `on_changes` with the `.jsonl` files changed directly in `paths` (folders: an
-    atomic replace ends a file watch), until `stop` is set. A watcher that fails is logged
-    and ends: it is an accelerator, polling still runs."""
-    import watchfiles
+    atomic replace ends a file watch), until `stop` is set.
 
-    def jsonl(change: object, path: str) -> bool:
-        return path.endswith(".jsonl")
+    `ready` is set once the folders are watched (every change from then on is reported), or
+    once the watcher has failed to start: the daemon waits for it before its first pass, so
+    that a peer's push landing during that pass wakes it (issue 24, item 18). A watcher
+    that fails is logged and ends: it is an accelerator, polling still runs.
+    """
+    # RustNotify is watchfiles' documented low-level backend (what `watchfiles.watch`
+    # wraps): its constructor returns once the folders are watched, a moment `watch()`
+    # does not expose.
+    from watchfiles._rust_notify import RustNotify
 
     try:
-        for changes in watchfiles.watch(
-            *paths,
-            watch_filter=jsonl,
-            debounce=debounce_ms,
-            step=20,  # the quiet wait after a change: each ms adds to every hop
-            stop_event=stop,
-            recursive=False,
-            raise_interrupt=False,
-            rust_timeout=1000,
-            yield_on_timeout=False,
-        ):
-            on_changes({Path(p) for _, p in changes})
+        with RustNotify([str(p) for p in paths], False, False, 300, False, False) as notify:
+            if ready is not None:
+                ready.set()
+            while True:
+                raw = notify.watch(debounce_ms, _STEP_MS, _TIMEOUT_MS, stop)
+                if raw == "stop":
+                    return
+                if isinstance(raw, str):  # "timeout"; "signal" only in the main thread
+                    continue
+                changed = {Path(p) for _, p in raw if p.endswith(".jsonl")}
+                if changed:
+                    on_changes(changed)
     except Exception as exc:  # noqa: BLE001 (the watcher is an accelerator; polling still runs)
         logger.warning("file watching stopped (%s); relying on polling", exc)
+    finally:
+        if ready is not None:
+            ready.set()  # a watcher that never started holds up no first pass

@@ -68,6 +68,9 @@ BACKOFF_CAP = 300.0
 HEARTBEAT_SECONDS = 30.0
 """How often the status is rewritten even when nothing happens."""
 
+WATCHER_READY_SECONDS = 10.0
+"""How long the start waits for the file watcher to watch before the first pass."""
+
 WORKER_STUCK_SECONDS = 600.0
 """The systemd watchdog is no longer fed once one piece of work (a pass, a compaction, a
 turn of the main loop) has lasted this long: the daemon is stuck, let systemd restart it.
@@ -206,10 +209,12 @@ class Daemon:
         }
         for worker in self._workers.values():
             worker.start()
+        # Watching first, then the first pass (issue 24, item 18): a peer's push that lands
+        # while the first pass runs wakes a second one, instead of waiting for a poll.
+        self._start_watcher()
         for mem in cfg.memory:
             for rc in cfg.memory_remotes(mem):
                 self.request(mem.name, rc.name)  # a first pass at start-up
-        self._start_watcher()
         self._start_scheduler()
         with self._state_lock:
             self._write_status()
@@ -503,15 +508,26 @@ class Daemon:
         return sorted(paths)
 
     def _start_watcher(self) -> None:
+        """Start the watcher thread and return once it watches (or has failed to start,
+        or WATCHER_READY_SECONDS passed: polling covers what it would miss)."""
         paths = self._watch_paths()
         self._watch_stop = threading.Event()
+        ready = threading.Event()
         self._watcher = threading.Thread(
-            target=self._watch, args=(paths, self._watch_stop), name="memsync-watch", daemon=True
+            target=self._watch,
+            args=(paths, self._watch_stop, ready),
+            name="memsync-watch",
+            daemon=True,
         )
         self._watcher.start()
+        if not ready.wait(WATCHER_READY_SECONDS):
+            logger.warning(
+                "file watching not ready after %g s; starting the first pass anyway",
+                WATCHER_READY_SECONDS,
+            )
 
-    def _watch(self, paths: list[Path], stop: threading.Event) -> None:
-        watch_jsonl(paths, stop, self.config.daemon.debounce_ms, self._on_changes)
+    def _watch(self, paths: list[Path], stop: threading.Event, ready: threading.Event) -> None:
+        watch_jsonl(paths, stop, self.config.daemon.debounce_ms, self._on_changes, ready)
 
     def _on_changes(self, changed: set[Path]) -> None:
         for mem in self.config.memory:

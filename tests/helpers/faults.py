@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from memsync.errors import TransportError
 from memsync.hub.transports import RemoteFile, Transport
 
-__all__ = ["AckLost"]
+__all__ = ["AckLost", "BeforeFirstWrite"]
 
 
 class AckLost:
@@ -33,6 +35,37 @@ class AckLost:
         if self.writes in self.lose:
             raise TransportError(f"{folder}/{name}: connection lost before the answer")
         return size
+
+    def replace(self, folder: str, name: str, data: bytes) -> None:
+        self.inner.replace(folder, name, data)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class BeforeFirstWrite:
+    """A `Transport` passing every call to `inner`, except that `then()` runs once, just
+    before the first write_at: something that happens in the middle of a pass, after its
+    pull and before its push (a peer's push landing meanwhile)."""
+
+    def __init__(self, inner: Transport, then: Callable[[], None]) -> None:
+        self.inner = inner
+        self.then: Callable[[], None] | None = then
+
+    def list_files(self, folder: str) -> list[RemoteFile]:
+        return self.inner.list_files(folder)
+
+    def size(self, folder: str, name: str) -> int | None:
+        return self.inner.size(folder, name)
+
+    def read(self, folder: str, name: str, offset: int, limit: int) -> bytes:
+        return self.inner.read(folder, name, offset, limit)
+
+    def write_at(self, folder: str, name: str, offset: int, data: bytes) -> int:
+        then, self.then = self.then, None
+        if then is not None:
+            then()
+        return self.inner.write_at(folder, name, offset, data)
 
     def replace(self, folder: str, name: str, data: bytes) -> None:
         self.inner.replace(folder, name, data)
