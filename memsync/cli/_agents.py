@@ -18,7 +18,11 @@ from memsync.cli._common import confidence_arg, configured_memory, positive_int_
 from memsync.core.records import KINDS
 from memsync.errors import MemsyncError, UsageError
 
-__all__ = ["cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
+__all__ = ["IMPORT_FORMATS", "cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
+
+IMPORT_FORMATS = ("mcp-memory", "claude-auto-memory", "gemini-md", "agents-md")
+"""`import --from`: the last three are `memsync.core.vendor_memory.FORMATS` (not imported
+here, so that `memsync --help` stays light)."""
 
 
 def _port(text: str) -> int:
@@ -97,9 +101,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from memsync.local.importers import import_mcp_memory
+    from memsync.local.importers import import_mcp_memory, import_vendor
 
-    result = import_mcp_memory(args.src, args.into, dry_run=args.dry_run)
+    if args.fmt == "mcp-memory":
+        if args.scope is not None:
+            raise UsageError(
+                "import: --scope is for Markdown formats (mcp-memory scopes by entity)"
+            )
+        result = import_mcp_memory(args.src, args.into, dry_run=args.dry_run)
+    else:
+        scope = "global" if args.scope is None else args.scope
+        result = import_vendor(args.fmt, args.src, args.into, scope=scope, dry_run=args.dry_run)
     if args.json:
         doc: dict[str, Any] = result.to_json()
         print(json.dumps(doc, indent=2))
@@ -154,9 +166,20 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser("import", help="append another tool's memories (idempotent)")
-    p.add_argument("--from", dest="fmt", required=True, choices=["mcp-memory"])
-    p.add_argument("src", type=Path, metavar="SRC", help="e.g. the reference server's memory.jsonl")
+    p.add_argument("--from", dest="fmt", required=True, choices=IMPORT_FORMATS)
+    p.add_argument(
+        "src",
+        type=Path,
+        metavar="SRC",
+        help="the reference server's memory.jsonl; Claude Code's memory folder "
+        "(~/.claude/projects/<project>/memory); a GEMINI.md; an AGENTS.md",
+    )
     p.add_argument("into", type=Path, metavar="INTO")
+    p.add_argument(
+        "--scope",
+        default=None,
+        help="the scope of entries imported from Markdown (default global), e.g. project:NAME",
+    )
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_import)

@@ -1,4 +1,6 @@
-"""`memsync import --from mcp-memory`: bring in the reference MCP memory server's graph.
+"""`memsync import`: bring in the reference MCP memory server's graph (`--from mcp-memory`)
+or the Markdown memories of other agents (`--from claude-auto-memory | gemini-md |
+agents-md`, parsed by `memsync.core.vendor_memory`; issue 22, item 7).
 
 That server (modelcontextprotocol/servers, `src/memory`) keeps one JSON Lines file of
 entities `{"type": "entity", "name", "entityType", "observations": [...]}` and relations
@@ -15,10 +17,10 @@ before anything is appended: one bad line stops the import, naming the file and 
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,15 @@ import msgspec
 from memsync.core.lines import classify
 from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
-from memsync.errors import InvalidRecord, MemsyncError
+from memsync.core.vendor_memory import (
+    FORMATS,
+    agents_md,
+    claude_index,
+    claude_memory,
+    entry_id,
+    gemini_md,
+)
+from memsync.errors import InvalidRecord, MemsyncError, UsageError
 from memsync.local.fresh import header_line
 from memsync.local.lock import file_lock
 from memsync.local.memory import Memory
@@ -36,13 +46,26 @@ from memsync.local.reading import scan
 from memsync.local.storage import append_bytes, require_file
 from memsync.local.targets import require_memory_target, require_not_input
 
-__all__ = ["IMPORTED_AT", "SOURCE", "ImportResult", "import_mcp_memory", "mcp_memory_records"]
+__all__ = [
+    "IMPORTED_AT",
+    "SOURCE",
+    "VENDOR_IMPORTED_AT",
+    "ImportResult",
+    "import_mcp_memory",
+    "import_vendor",
+    "mcp_memory_records",
+    "vendor_records",
+]
 
 IMPORTED_AT = "2024-11-25T00:00:00Z"
 """The `created_at` of every imported entry: fixed (the reference server's first release),
 so that importing twice gives the same keys. Anything written later beats it (rule 9)."""
 
 SOURCE = "mcp-memory"
+
+VENDOR_IMPORTED_AT = "2025-01-01T00:00:00Z"
+"""The `created_at` of every entry imported from another agent's Markdown: fixed, as
+`IMPORTED_AT`, so that the same memory has the same key on every machine and every run."""
 
 
 @dataclass
@@ -58,20 +81,19 @@ class ImportResult:
         return {"appended": self.appended, "present": self.present, "skipped": self.skipped}
 
 
-def _entry_id(*parts: str) -> str:
-    """A deterministic 12-hex-digit id from what the entry says."""
-    h = hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=6)
-    return h.hexdigest()
+_entry_id = entry_id
 
 
-def _entry(rid: str, text: str, scope: str, tags: list[str]) -> dict[str, Any]:
+def _entry(
+    rid: str, text: str, scope: str, tags: list[str], *, kind: str = "fact", source: str = SOURCE
+) -> dict[str, Any]:
     return {
         "id": rid,
-        "kind": "fact",
+        "kind": kind,
         "text": text,
         "scope": scope,
         "tags": tags,
-        "source": SOURCE,
+        "source": source,
         "confidence": 1.0,
         "created_at": IMPORTED_AT,
     }
@@ -182,10 +204,22 @@ def import_mcp_memory(
     # Issue 24, item 6: never records appended to their own source or to a non-memory file.
     require_not_input(into, [source])
     require_memory_target(into)
+    return _import(mcp_memory_records(source), source, into, dry_run=dry_run)
+
+
+def _import(
+    items: Iterable[tuple[str, dict[str, Any]]],
+    source: Path,
+    into: str | os.PathLike[str],
+    *,
+    dry_run: bool,
+) -> ImportResult:
+    """Append to `into` the entry objects of `items` whose key it does not hold yet (rule
+    6); each one that looks like a credential is skipped and listed, never stored."""
     result = ImportResult()
     lines: list[tuple[bytes, Record]] = []
     seen: set[tuple[str, int]] = set()
-    for where, obj in mcp_memory_records(source):
+    for where, obj in items:
         found = find_secrets("\n".join([obj["text"], obj["scope"], *obj["tags"]]))
         if found:
             result.skipped.append(f"{where}: looks like a secret ({', '.join(found)})")
@@ -194,9 +228,12 @@ def import_mcp_memory(
         rec = classify(raw, source=str(source))
         if not isinstance(rec, Record):
             raise InvalidRecord(f"{where}: cannot be imported as a valid record")
-        if rec.key not in seen:  # an observation repeated in the source is one entry
+        if rec.key not in seen:  # a memory repeated in the source is one entry
             seen.add(rec.key)
             lines.append((raw, rec))
+    if dry_run and not Path(into).expanduser().exists():
+        result.appended = len(lines)  # a dry run creates no file either
+        return result
     mem = Memory.open(into)
     with file_lock(mem.path, mem.lock_timeout):
         keys: set[tuple[str, int]] = set()
@@ -207,3 +244,82 @@ def import_mcp_memory(
         if new and not dry_run:
             append_bytes(mem.path, b"".join(r + b"\n" for r in new), header=header_line(0))
     return result
+
+
+def _read_text(path: Path) -> str:
+    """A Markdown file's text (UTF-8).
+
+    Raises:
+        MemsyncError: it is not UTF-8, naming the file and line.
+    """
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise MemsyncError(f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x})") from None
+
+
+def vendor_records(
+    fmt: str, src: Path, scope: str = "global"
+) -> tuple[list[Path], list[tuple[str, dict[str, Any]]]]:
+    """The files read and ("file:line", entry object) for each memory of `src` in format
+    `fmt` (one of `FORMATS`: a folder for `claude-auto-memory`, a file for the others).
+
+    Raises:
+        MemsyncError: a file is not UTF-8 or not of the format (one line naming it).
+        FileNotFoundError, NotADirectoryError: `src` is missing or of the wrong type.
+    """
+    if fmt == "claude-auto-memory":
+        if not src.is_dir():
+            code = errno.ENOTDIR if src.exists() else errno.ENOENT
+            raise OSError(code, os.strerror(code), str(src))
+        files = sorted(p for p in src.iterdir() if p.suffix == ".md" and p.is_file())
+        found = [
+            item
+            for p in files
+            for item in (
+                claude_index(str(p), _read_text(p))
+                if p.name == "MEMORY.md"
+                else claude_memory(str(p), _read_text(p))
+            )
+        ]
+    else:
+        require_file(src)
+        files = [src]
+        parse = gemini_md if fmt == "gemini-md" else agents_md
+        found = parse(str(src), _read_text(src))
+    items = []
+    for f in found:
+        rid = entry_id(fmt, f.kind, scope, *f.tags, f.text)
+        obj = _entry(rid, f.text, scope, list(f.tags), kind=f.kind, source=fmt)
+        items.append((f.where, obj | {"created_at": VENDOR_IMPORTED_AT}))
+    return files, items
+
+
+def import_vendor(
+    fmt: str,
+    src: str | os.PathLike[str],
+    into: str | os.PathLike[str],
+    *,
+    scope: str = "global",
+    dry_run: bool = False,
+) -> ImportResult:
+    """Append to memory file `into` (created if missing) the memories another agent keeps
+    in Markdown (`fmt`: see `memsync.core.vendor_memory`) that it does not hold yet.
+
+    Idempotent, as the mcp-memory import: the same memory imported again, here or on
+    another machine, has the same key; one forgotten since stays forgotten.
+
+    Raises:
+        MemsyncError: a file is not UTF-8 or not of the format (nothing is appended).
+        UsageError: `into` is one of the files read, or is not a memory file.
+        OSError: `src` is missing or of the wrong type.
+    """
+    if fmt not in FORMATS:
+        raise UsageError(f"import: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    source = Path(src).expanduser()
+    files, items = vendor_records(fmt, source, scope)
+    require_not_input(into, files)
+    require_memory_target(into)
+    return _import(items, source, into, dry_run=dry_run)
