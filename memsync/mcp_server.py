@@ -19,6 +19,7 @@ import json
 import logging
 import sqlite3
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -181,11 +182,14 @@ def _bounded(hits: list[Hit], max_chars: int) -> tuple[list[Hit], bool]:
     return kept, False
 
 
-def build_server(path: Path, name: str, state_dir: StateDir | None = None) -> MCPServer:
+def build_server(
+    path: Path, name: str, state_dir: StateDir | None = None, refused: Iterable[str] = ()
+) -> MCPServer:
     """An MCP server for memory file `path` (created if missing), named `name` in its
-    resource URIs. The recall index lives in `state_dir` (default: memsync's)."""
+    resource URIs. The recall index lives in `state_dir` (default: memsync's); `remember`
+    and `supersede` refuse any text holding one of `refused` (this machine's hub keys)."""
     require_memory_target(path)  # never JSON appended to notes.txt (issue 24, item 6)
-    mem = Memory.open(path)
+    mem = Memory.open(path, refused=refused)
     # The SDK runs sync tools in worker threads; one lock keeps this process's writes and
     # index refreshes in order (other processes are kept in order by the file's lock).
     lock = threading.Lock()
@@ -364,17 +368,21 @@ def _us(ts: Any) -> int:
     return from_datetime(ts)
 
 
-def start(path: Path, name: str, state_dir: StateDir | None = None) -> MCPServer:
+def start(
+    path: Path, name: str, state_dir: StateDir | None = None, refused: Iterable[str] = ()
+) -> MCPServer:
     """`build_server`, and the file read and the recall index built in a thread while the
     host starts up: tools called meanwhile wait on the caches' locks, never see a
     half-built index."""
-    server = build_server(path, name, state_dir)
+    server = build_server(path, name, state_dir, refused)
     threading.Thread(target=_warm, args=(path, state_dir), daemon=True).start()
     return server
 
 
-def serve(path: Path, name: str, state_dir: StateDir | None = None) -> None:
+def serve(
+    path: Path, name: str, state_dir: StateDir | None = None, refused: Iterable[str] = ()
+) -> None:
     """Serve memory file `path` over stdio (what agent hosts launch). Streamable HTTP is
     `memsync.cli._mcp_http.serve_http(lambda: start(...), ...)`, with its Host and Origin
     checks."""
-    start(path, name, state_dir).run("stdio")
+    start(path, name, state_dir, refused).run("stdio")

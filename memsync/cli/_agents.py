@@ -64,10 +64,20 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                 "mcp: the MCP server needs the mcp extra: pip install 'memsync[mcp]'"
             ) from None
         raise
+    from memsync.cli._keys import config_or_default
+    from memsync.config.wiring import own_key_forms
+
+    # Issue 24, item 5: `remember` refuses this machine's hub keys in every printed form.
+    refused = own_key_forms(config_or_default(args.config))
     if args.http:
-        serve_http(lambda: mcp_server.start(path, name), args.host, args.port, args.allow_host)
+        serve_http(
+            lambda: mcp_server.start(path, name, refused=refused),
+            args.host,
+            args.port,
+            args.allow_host,
+        )
     else:
-        mcp_server.serve(path, name)
+        mcp_server.serve(path, name, refused=refused)
     return 0
 
 

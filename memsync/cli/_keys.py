@@ -19,7 +19,14 @@ if TYPE_CHECKING:
     from memsync.config import Config
     from memsync.hub.keys import Keyring
 
-__all__ = ["cmd_key_import", "cmd_key_new", "cmd_key_rotate", "cmd_key_show", "register"]
+__all__ = [
+    "cmd_key_import",
+    "cmd_key_new",
+    "cmd_key_rotate",
+    "cmd_key_show",
+    "config_or_default",
+    "register",
+]
 
 _WARNING = (
     "memsync: this is a SECRET key: anyone holding it can read your hubs. Paste it only "
@@ -28,7 +35,7 @@ _WARNING = (
 )
 
 
-def _config(path: Path | None) -> Config | None:
+def config_or_default(path: Path | None) -> Config | None:
     """The config named, else the default one when it exists, else None (no remotes)."""
     from memsync.config import default_config_path, load_config
 
@@ -42,7 +49,7 @@ def cmd_key_new(args: argparse.Namespace) -> int:
     from memsync.config.wiring import key_file_of
     from memsync.hub.keys import add_key, load_keyring, new_master_key
 
-    path = key_file_of(_config(args.config))
+    path = key_file_of(config_or_default(args.config))
     if path.exists():
         raise KeyFileError(
             f"{path}: a key file is already there (current key "
@@ -63,7 +70,7 @@ def cmd_key_show(args: argparse.Namespace) -> int:
     from memsync.hub.crypto import format_key
     from memsync.hub.keys import load_keyring
 
-    ring = load_keyring(key_file_of(_config(args.config)))
+    ring = load_keyring(key_file_of(config_or_default(args.config)))
     keys = ring.keys if args.all else ring.keys[:1]
     print(_WARNING, file=sys.stderr)
     for key in keys:
@@ -82,7 +89,7 @@ def cmd_key_import(args: argparse.Namespace) -> int:
     from memsync.hub.crypto import key_id, parse_key
     from memsync.hub.keys import add_key
 
-    config = _config(args.config)
+    config = config_or_default(args.config)
     path = key_file_of(config)
     texts: list[str] = list(args.keys)
     if not texts:  # from stdin: a key on a command line lands in the shell's history
@@ -117,7 +124,7 @@ def cmd_key_rotate(args: argparse.Namespace) -> int:
     from memsync.config.wiring import key_file_of
     from memsync.hub.keys import add_key, load_keyring, new_master_key
 
-    config = _config(args.config)
+    config = config_or_default(args.config)
     path = key_file_of(config)
     old = load_keyring(path)
     ring = add_key(path, new_master_key())

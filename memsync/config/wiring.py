@@ -16,7 +16,7 @@ from memsync.hub.transports import Transport, open_transport
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
 
-__all__ = ["codec_for", "key_file_of", "open_remote", "state_of", "sync_config"]
+__all__ = ["codec_for", "key_file_of", "open_remote", "own_key_forms", "state_of", "sync_config"]
 
 
 def state_of(config: Config) -> StateDir:
@@ -95,6 +95,16 @@ def key_file_of(config: Config | None) -> Path:
     if config is not None and config.key_file is not None:
         return config.key_file
     return default_config_path().parent / KEY_FILE_NAME
+
+
+def own_key_forms(config: Config | None) -> tuple[str, ...]:
+    """This machine's hub keys (the key file of `config`) in every form a person could
+    paste (`Keyring.printed_forms`), for `Memory(refused=...)`; empty when there is no
+    readable key file (then there is no key to leak)."""
+    try:
+        return load_keyring(key_file_of(config)).printed_forms()
+    except (KeyFileError, OSError):
+        return ()
 
 
 def codec_for(remote: RemoteConfig, config: Config, memory: str) -> PlainCodec:

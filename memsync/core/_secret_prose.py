@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from memsync.core._secret_shapes import _BACKTICK_PW, _CLI_PW, _WIFI
+from memsync.core._secret_shapes import _BACKTICK_PW, _CLI_PW, _PIN, _PROSE_PW, _WIFI, _classes
 from memsync.core._secret_values import _SPLIT_PARTS, _TRAILING, _is_placeholder, _overlaps
 
 # `mysql -u root -pS3cret`: the password is glued to "-p" ("-p" alone prompts for it, "-P" is
@@ -114,3 +114,101 @@ def _backtick_password(text: str, low: str, spans: list[tuple[int, int]], found:
             continue  # a command line, not a passphrase
         found.add(_BACKTICK_PW)
         spans.append((m.start(), v.end()))
+
+
+# "the passphrase is: x7!Qz#9$Lm&", "password for the NAS = 'p@55;w0rd!!'", "root password:
+# hunter2!", "use the password 'S3cr3t!x' for staging", "my PIN is 4821", "the alarm code is
+# 0815". Runs on `text.lower()`. A name, an optional "for/to/of/on <up to 4 words>", then
+# "is"/"was"/":"/"=" (or nothing before a quoted value); the value is judged by
+# `_prose_secret`, which refuses words, counts, versions and dates: the sentence around a
+# credential word is almost always about the credential, not one.
+_PW_WORD = r"pass(?:word|wd|phrase)?|pass[ \t]+phrase|pwd|pw"
+# Every branch starts with "p" or "c": the regex engine then scans for those two letters
+# only. "code" and "combination" count after one of `_CODE_OWNERS` ("the door code is").
+_CODE_WORD = r"passcode|pin(?:[ \t]+(?:code|number))?|code|combination"
+_CODE_OWNERS = frozenset(
+    ("door", "alarm", "gate", "garage", "keypad", "lock", "safe", "entry", "access", "security")
+)
+_PROSE_PW_RE = re.compile(
+    r"(?<![a-z0-9_@.-])(?:(?P<pw>" + _PW_WORD + r")|(?P<code>" + _CODE_WORD + r"))s?"
+    r"(?:[ \t]+(?:for|to|of|on)[ \t]+(?:[^\s:=`'\"“]+[ \t]+){0,3}?[^\s:=`'\"“]+)?"
+    r"(?P<op>[ \t]+(?:is|was)(?:[ \t]*:)?[ \t]*|[ \t]*[:=][ \t]*|[ \t]+(?=['\"“]))"
+)
+_PROSE_SECRET_VALUE_RE = re.compile(
+    r"\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'|“(?P<cq>[^”\n]+)”|(?P<bare>[^\s\"'`“]+)"
+)
+_DIGITS_CODE = re.compile(r"[0-9]{4,12}#?|[0-9]{2,4}(?:-[0-9]{2,4}){1,3}")
+_NOT_A_VALUE = re.compile(
+    r"v?[0-9]+(?:\.[0-9]+)+[a-z]*"  # a version, a voltage: "2.31.0", "3.3V"
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}.*"  # a date
+    r"|[0-9]{1,2}:[0-9]{2}.*"  # a time
+)
+_UNIT_AFTER = re.compile(
+    r"[ \t]*(?:\+|-|or|to)?[ \t]*(?:digits?|characters?|chars?|letters?|numbers?|words?"
+    r"|days?|hours?|minutes?|weeks?|months?|years?|times?|attempts?|tries)\b"
+)
+
+
+def _prose_secret(value: str, quoted: bool, code: bool) -> bool:
+    """Given the value after "the passphrase is" (`code`: after "my PIN is", "the door code
+    is"), return True when it reads as the credential itself.
+
+    A PIN or code is 4-12 digits (or digit groups: "12-34-56"). A quoted password is 6+
+    characters and not a single lowercase word ('hidden' in the UI); several words in quotes
+    are a passphrase. A bare password is 6+ characters with two character classes or all
+    digits, and is not a word, a count ("12+chars"), a version, a date or a Wi-Fi term.
+    """
+    if code:
+        return _DIGITS_CODE.fullmatch(value) is not None
+    if len(value) < 6 or _is_placeholder(value):
+        return False
+    if quoted:
+        words = value.split()
+        return not (len(words) == 1 and value.isalpha() and value.islower()) and (
+            len(words) == 1 or len(words) >= 3 or _classes(value) >= 2
+        )
+    if _NOT_A_VALUE.fullmatch(value) or _COUNT_WORD.match(value):
+        return False
+    if value.isdigit():
+        return True  # "the password is 739155"
+    if _classes(value) < 2 or value.isalpha():
+        return False  # a word ("randomly", "Bitwarden")
+    parts = [p.strip(_TRAILING) for p in _SPLIT_PARTS.split(value)]
+    if any(p.lower() in _WIFI_TERMS for p in parts):
+        return False  # "WPA2-PSK": the kind of key
+    # A lowercase word as a part ("P@ssw0rd-like,", "2FA-enabled") makes it prose.
+    return not any(len(p) >= 4 and p.isalpha() and p.islower() for p in parts)
+
+
+def _prose_secrets(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
+    """Add "password in prose" for "the passphrase is: x7!Qz#9$Lm&" and "PIN or access code"
+    for "my PIN is 4821", when the value reads as one (`_prose_secret`)."""
+    for m in _PROSE_PW_RE.finditer(low):
+        v = _PROSE_SECRET_VALUE_RE.match(text, m.end())
+        if v is None or _overlaps(m.start(), v.end(), spans):
+            continue
+        code = m["code"] is not None
+        if m["code"] in ("code", "combination"):
+            before = low[max(0, m.start() - 10) : m.start()].split()
+            if not before or before[-1] not in _CODE_OWNERS:
+                continue  # "the exit code is 3", "the error code is 0x8007"
+        bare_pass = m["pw"] == "pass"
+        if bare_pass and ":" not in m["op"] and "=" not in m["op"]:
+            continue  # "the test pass is ...": only "pass: <value>" names a password
+        quoted = v["dq"] or v["sq"] or v["cq"]
+        if quoted:
+            value = quoted.strip()
+        else:
+            value = v["bare"]
+            # Sentence punctuation ends a value only when what is left still reads as one:
+            # "hunter22." is "hunter22", "p@55w0rd!!" keeps its "!!".
+            stripped = value.rstrip(_TRAILING)
+            if stripped != value and _prose_secret(stripped, False, code):
+                value = stripped
+        if not value or _UNIT_AFTER.match(text, v.end()):
+            continue  # "the PIN is 1234 digits"? a length, not a PIN
+        if bare_pass and not quoted and _classes(value) < 3:
+            continue
+        if _prose_secret(value, bool(quoted), code):
+            found.add(_PIN if code else _PROSE_PW)
+            spans.append((m.start(), v.end()))

@@ -21,6 +21,8 @@ _KEY_ASSIGN = "secret assignment"
 _CLI_PW = "password on a command line"
 _WIFI = "Wi-Fi password"
 _BACKTICK_PW = "password in backticks"
+_PROSE_PW = "password in prose"
+_PIN = "PIN or access code"
 
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
@@ -246,6 +248,15 @@ _DETECTORS = (
         valid=_is_snowflake_b64,
     ),
     _Detector(
+        "memsync hub key",
+        # `memsync key show` prints a hub encryption key as msk1-<43 base64url characters>
+        # (issue 24, item 5): anyone holding it reads every encrypted hub.
+        re.compile(_B + r"msk1-(?P<v>[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"),
+        r"-(?<=\bmsk1-)",
+        ("msk1-",),
+        classes=2,
+    ),
+    _Detector(
         "JSON Web Token",
         # The header and payload are base64url JSON objects, so both start with "eyJ" ('{"').
         re.compile(_B + r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.(?:[A-Za-z0-9_-]{10,})?"),
@@ -279,6 +290,8 @@ SECRET_KINDS = (
     _CLI_PW,
     _WIFI,
     _BACKTICK_PW,
+    _PROSE_PW,
+    _PIN,
 )
 """Every name `find_secrets` can return, in the order it returns them."""
 _ORDER = {name: i for i, name in enumerate(SECRET_KINDS)}

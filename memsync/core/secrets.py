@@ -46,6 +46,16 @@ Decisions on borderline values (pinned by tests/core/test_secrets.py):
   is" or ":" is reported when it is 6+ characters and no placeholder, option or command
   ("`pass show db/prod`", "`--password-stdin`", "`$DB_PASSWORD`"). A value reported as an
   assignment ("password: `hunter22`") is not reported again by these prose checks.
+- A password, passphrase, PIN or door code given in prose ("the passphrase is: x7!Qz#9$Lm&",
+  "password for the NAS = 'p@55;w0rd!!'", "my PIN is 4821", issue 24) is reported when
+  the value reads as the credential: quoted (6+ characters, not one lowercase word), or
+  bare with 6+ characters and two character classes (or all digits), and no lowercase
+  word, count, version, date or time ("is randomly generated", "is 12+chars", "is
+  e-mailed", "was changed on 2024-03-01"). A PIN or code is 4-12 digits. A trailing
+  sentence mark is dropped only when what is left still reads as one ("hunter22." but
+  "p@55w0rd!!"). `tests/core/test_secret_prose.py` pins both corpora.
+- memsync's own hub key (`msk1-` and 43 base64url characters, as `memsync key show`
+  prints it) is a credential wherever it appears (issue 24, item 5).
 """
 
 from __future__ import annotations
@@ -56,7 +66,12 @@ from functools import lru_cache
 
 import msgspec
 
-from memsync.core._secret_prose import _backtick_password, _mysql_password, _wifi_password
+from memsync.core._secret_prose import (
+    _backtick_password,
+    _mysql_password,
+    _prose_secrets,
+    _wifi_password,
+)
 from memsync.core._secret_shapes import (
     _BASIC,
     _BEARER,
@@ -261,6 +276,8 @@ def find_secrets(text: str) -> list[str]:
             _wifi_password(text, low, spans, found)
         if "`" in text and ("pass" in low or "pw" in low):
             _backtick_password(text, low, spans, found)
+    if "pass" in low or "pw" in low or "pin" in low or "code" in low or "combination" in low:
+        _prose_secrets(text, low, spans, found)
     return sorted(found, key=_ORDER.__getitem__)
 
 

@@ -12,6 +12,7 @@ Nothing here imports `cryptography` (key ids are HMAC-SHA256 from the standard l
 
 from __future__ import annotations
 
+import base64
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,17 @@ class Keyring:
     @property
     def ids(self) -> list[str]:
         return [key_id(k) for k in self.keys]
+
+    def printed_forms(self) -> tuple[str, ...]:
+        """Every spelling of every key a person could paste: `msk1-...` as `memsync key
+        show` prints it, its base64url body alone, standard base64 and hex (issue 24,
+        item 5: memory text must hold none of them)."""
+        forms: list[str] = []
+        for k in self.keys:
+            printed = format_key(k)
+            forms += [printed, printed.removeprefix("msk1-"), base64.b64encode(k).decode()]
+            forms += [k.hex(), k.hex().upper()]
+        return tuple(forms)
 
     def save(self) -> None:
         """Write the file atomically, mode 0600 from its first byte (directory 0700)."""

@@ -64,16 +64,30 @@ class Memory:
     Writes are appends of whole lines under the file's lock; nothing is ever edited in place.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = DEFAULT_TIMEOUT):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lock_timeout: float = DEFAULT_TIMEOUT,
+        refused: Iterable[str] = (),
+    ):
         self.path = Path(path).expanduser()
         self.lock_timeout = lock_timeout
+        self.refused = tuple(refused)
+        """Strings never written by `add` (this machine's hub keys in every printed form:
+        `memsync.config.wiring.own_key_forms`; issue 24, item 5)."""
 
     def __repr__(self) -> str:
         return f"Memory({str(self.path)!r})"
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], *, create: bool = True, now: int | None = None
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        now: int | None = None,
+        refused: Iterable[str] = (),
     ) -> Memory:
         """Open a memory file; create it (mode 0600, with a header) when missing and `create`
         (through a symlink to a missing file: where the link points).
@@ -81,7 +95,7 @@ class Memory:
         Raises:
             FileNotFoundError: it does not exist and `create` is False.
         """
-        mem = cls(path)
+        mem = cls(path, refused=refused)
         if not mem.path.exists():
             if not create:
                 raise FileNotFoundError(f"{mem.path}: no such memory file")
@@ -193,7 +207,14 @@ class Memory:
         """`add`, returning the appended line as a `Record` (its raw bytes and the fields
         the rules use) instead of a pydantic model: what the command line and the MCP
         server use, so that they start without importing pydantic."""
-        found = find_secrets("\n".join([text, scope, source or "", *tags]))
+        blob = "\n".join([text, scope, source or "", *tags])
+        if any(form in blob for form in self.refused):
+            raise SecretRefused(
+                "refusing to store memsync's own hub key; memory files are shared and a "
+                "hub key reads every encrypted hub (rotate it with `memsync key rotate` if "
+                "it was pasted anywhere)"
+            )
+        found = find_secrets(blob)
         if found:
             raise SecretRefused(
                 f"refusing to store what looks like a secret ({', '.join(found)}); "

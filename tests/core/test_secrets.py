@@ -492,6 +492,13 @@ SECRETS: list[tuple[str, str, str]] = [
         "Password for the NAS: `blue horse 7 battery`",
         "password in backticks",
     ),
+    ("passphrase-prose", "the passphrase is: x7!Qz#9$Lm&", "password in prose"),
+    ("pin-prose", "my pin is 4821", "PIN or access code"),
+    (
+        "memsync-key",
+        "the hub key is msk1-" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9f",
+        "memsync hub key",
+    ),
 ]
 
 
