@@ -21,9 +21,12 @@ from tests.helpers.daemons import Cluster
 from tests.helpers.s3server import S3Server, start_s3
 from tests.helpers.sshd import SshdServer, start_sshd
 
+# "ci" runs twice dev's examples; property tests that run merges, compactions or
+# processes per example take a share of it (`tests.helpers.examples`), so that the suite
+# stays within its 5 minutes on 2 cores (issue 19).
 settings.register_profile(
     "ci",
-    max_examples=500,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -39,23 +38,23 @@ from memsync.local.fresh import header_line
 from memsync.local.memory import Memory
 from memsync.local.merge import merge_files
 from memsync.local.reading import view_of
+from tests.helpers.examples import examples
 
-CI = os.environ.get("CI") == "true"
 _HEALTH = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 FUZZ = settings(
-    max_examples=500 if CI else 60,
+    max_examples=examples(0.6),
     deadline=None,
     suppress_health_check=_HEALTH,
 )
 """For `classify` alone: a pure function."""
 FUZZ_FILES = settings(
-    max_examples=100 if CI else 40,
+    max_examples=examples(0.4),
     deadline=None,
     suppress_health_check=_HEALTH,
 )
 """For the readers of one small file (the view, check, the prompt)."""
 FUZZ_SLOW = settings(
-    max_examples=60 if CI else 25,
+    max_examples=examples(0.25),
     deadline=None,
     suppress_health_check=_HEALTH,
 )

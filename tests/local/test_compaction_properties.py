@@ -48,9 +48,9 @@ from memsync.local.fresh import header_line
 from memsync.local.merge import merge_files
 from memsync.local.reading import view_of
 from memsync.local.storage import append_bytes
+from tests.helpers.examples import examples
 
-CI = os.environ.get("CI") == "true"
-EXAMPLES = 500 if CI else 50
+EXAMPLES = examples(0.5)
 
 T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
 VIEW_NOWS = (T0 + 12 * SECOND, T0 + 27 * SECOND, T0 + 10**6 * SECOND)

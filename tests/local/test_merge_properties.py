@@ -14,7 +14,6 @@ files, one with `merge_files` and one with `merge_indexed` and its SQLite index.
 from __future__ import annotations
 
 import json
-import os
 import random
 import tempfile
 from collections.abc import Iterable
@@ -31,6 +30,7 @@ from memsync.core.timestamps import SECOND, parse_ts
 from memsync.core.view import Index, build_view
 from memsync.local.merge import MergeResult, merge_files, merge_indexed
 from memsync.local.statedir import StateDir
+from tests.helpers.examples import examples
 from tests.helpers.strategies import (
     BAD_LINES,
     BLANK_LINES,
@@ -260,7 +260,7 @@ def merge_in_memory(files: list[bytes], src: int, dest: int, now: int = NOW) -> 
 
 
 @settings(
-    max_examples=500 if os.environ.get("CI") == "true" else 60,
+    max_examples=examples(0.6),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -289,7 +289,7 @@ def test_replicas_converge_on_the_view_of_the_union(scenario: Scenario) -> None:
 
 
 @settings(
-    max_examples=500 if os.environ.get("CI") == "true" else 60,
+    max_examples=examples(0.6),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -316,7 +316,7 @@ def test_merge_order_does_not_matter(scenario: Scenario) -> None:
 
 
 @settings(
-    max_examples=500 if os.environ.get("CI") == "true" else 60,
+    max_examples=examples(0.6),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -415,7 +415,7 @@ def final_rounds(scenario: Scenario) -> list[int]:
 
 
 @settings(
-    max_examples=500 if os.environ.get("CI") == "true" else 60,
+    max_examples=examples(0.6),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -450,7 +450,7 @@ def test_merge_files_only_appends_copies_and_converges(scenario: Scenario) -> No
 
 
 @settings(
-    max_examples=500 if os.environ.get("CI") == "true" else 60,
+    max_examples=examples(0.6),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

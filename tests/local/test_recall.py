@@ -19,6 +19,7 @@ from memsync.local.compaction import compact_file
 from memsync.local.fulltext import TextIndex, fts5_available, live_cache
 from memsync.local.merge import merge_files
 from memsync.local.statedir import StateDir
+from tests.helpers.examples import examples
 
 pytestmark = pytest.mark.skipif(not fts5_available(), reason="this SQLite has no FTS5")
 
@@ -181,7 +182,7 @@ def _ops(draw: st.DrawFn) -> list[tuple[str, int, str]]:
     return ops
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(0.25))
 @given(ops=_ops())
 def test_the_incremental_index_equals_a_rebuilt_one(ops: list[tuple[str, int, str]]) -> None:
     """After random appends, forgets, supersessions, merges and compactions, the index
