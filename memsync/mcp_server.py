@@ -28,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from memsync.core.render import md_code, md_text
 from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
 from memsync.local.fulltext import recall, warm
@@ -182,6 +183,15 @@ def _bounded(hits: list[Hit], max_chars: int) -> tuple[list[Hit], bool]:
     return kept, False
 
 
+def _hit_line(hit: Hit) -> str:
+    """One hit as one Markdown list item of the reply's text (SEMANTICS rule 17): the id
+    in a code span, then memsync's words (the kind, and "said by the person" for an entry
+    whose source is "user"), then the scope and the text, escaped, so no record string can
+    start another item, a heading, a link or an image, or pass for the person's words."""
+    who = ", said by the person" if hit.source == "user" else ""
+    return f"- {md_code(hit.id)} {hit.kind}{who} ({md_text(hit.scope)}): {md_text(hit.text)}"
+
+
 def build_server(
     path: Path, name: str, state_dir: StateDir | None = None, refused: Iterable[str] = ()
 ) -> MCPServer:
@@ -308,14 +318,14 @@ def build_server(
             return _refused(exc)
         hits = [Hit.model_validate(h.to_json()) for h in found]
         kept, truncated = _bounded(hits, max_chars)
-        lines = [f"- [{h.id}] {h.kind} ({h.scope}): {h.text}" for h in kept]
+        lines = [_hit_line(h) for h in kept]
         text = "\n".join(lines) if lines else "no live entry matches"
         return _ok(Recalled(entries=kept, truncated=truncated), text)
 
     def _prompt_block(scope: str | None, max_chars: int) -> str:
         # Rendered again only when the file changed (LiveCache.prompt): the resource and
         # the prompt on an unchanged file cost nothing the second time.
-        return live_cache(mem.path).prompt(scope, max_chars)
+        return live_cache(mem.path).prompt(scope, max_chars, markdown=True)
 
     @server.resource(
         f"memsync://{name}/prompt/{{scope}}",

@@ -16,6 +16,7 @@ from typing import Any
 
 from memsync.cli._common import confidence_arg, configured_memory, positive_int_arg
 from memsync.core.records import KINDS
+from memsync.core.render import fold, token
 from memsync.errors import MemsyncError, UsageError
 
 __all__ = ["IMPORT_FORMATS", "cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
@@ -95,8 +96,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
     else:
+        # One line per hit (SEMANTICS rule 17): the id and scope quoted when they hold a
+        # space or a delimiter, the text folded; "user" after the scope is memsync's mark.
         for h in hits:
-            print(f"{h.id}  {h.kind:<10} {h.scope}  {h.text}")
+            who = " user" if h.source == "user" else ""
+            print(f"{token(h.id)}  {h.kind:<10} {token(h.scope)}{who}  {fold(h.text)}")
     return 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from memsync.cli._common import (
 )
 from memsync.core.digest import view_digest
 from memsync.core.records import Record
+from memsync.core.render import token, visible
 from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
 from memsync.errors import UsageError
@@ -118,25 +118,18 @@ def _selected(
 
 
 def _show_line(rec: Record, obj: dict[str, Any]) -> bytes:
-    """`show`'s line for one record: id, created_at, kind, scope, "user", and text."""
-    scope = obj.get("scope", "global")
+    """`show`'s line for one record: id, created_at, kind, scope, "user", and text.
+
+    Rendered by `memsync.core.render` (SEMANTICS rule 17): control characters written as
+    escapes (`\\x1b`: a person inspecting a file sees what is there, and a record cannot
+    drive the terminal or start a line), and the id and scope quoted when they hold a space
+    or a delimiter, so that memsync's "user" after the scope cannot be forged by one.
+    """
+    scope = token(str(obj.get("scope", "global")), escaped=True)
     who = " user" if rec.user else ""
-    text, scope = _visible(str(obj["text"])), _visible(str(scope))
-    line = f"{rec.id}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
+    text = visible(str(obj["text"]))
+    line = f"{token(rec.id, escaped=True)}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
     return line.encode("utf-8", "replace") + b"\n"
-
-
-# Control characters (C0 and C1, DEL) and Unicode line separators: a record's text must not
-# move the terminal's cursor, set its title, or start a line that looks like another record
-# (issue 13, item 7). Tab stays; the rest is shown escaped, as Python writes it.
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _visible(text: str) -> str:
-    """`text` with every control character written as an escape (`\\n`, `\\x1b`)."""
-    if _CONTROL.search(text) is None:
-        return text
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:

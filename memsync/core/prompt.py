@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+
+from memsync.core import render
 
 __all__ = [
     "PROMPT_KIND_ORDER",
@@ -60,24 +62,21 @@ def scope_matches(entry_scope: str, task_scope: str | None) -> bool:
     return is_domain and task_scope.endswith("." + entry_scope)
 
 
-# Characters that would let one record's text break the block's structure: C0 and C1
-# controls (newlines among them), DEL, and Unicode's line and paragraph separators. Each run
-# folds to one space, so a record is always exactly one "- " line under its heading.
-_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
-
-
 def fold(text: str) -> str:
-    """`text` on one line: every run of control characters or line breaks becomes a space.
-
-    A record's text or scope can then neither start a line of its own (a forged heading or
-    entry) nor carry terminal escape sequences into the block.
-    """
-    return _BREAKS.sub(" ", text).strip() if _BREAKS.search(text) else text
+    """`text` on one line (`memsync.core.render.fold`, SEMANTICS rule 17)."""
+    return render.fold(text)
 
 
-def _line(e: PromptEntry) -> str:
-    where = "" if e.scope == "global" else f"[{fold(e.scope)}] "
-    return f"- {where}{fold(e.text)}"
+def _line(e: PromptEntry, markdown: bool = False) -> str:
+    """The entry's one "- " line: its scope (when not global) in brackets, then its text.
+    Every string is rendered by `memsync.core.render` (rule 17): plain, or with
+    `markdown` (the MCP resource, read as text/markdown) escaped as Markdown, the scope's
+    brackets too (GFM reads "- [x] " as a ticked task)."""
+    if markdown:
+        where = "" if e.scope == "global" else f"\\[{render.md_text(e.scope)}\\] "
+        return f"- {where}{render.md_text(e.text)}"
+    where = "" if e.scope == "global" else f"[{render.token(e.scope)}] "
+    return f"- {where}{render.fold(e.text)}"
 
 
 def _heading(e: PromptEntry) -> str:
@@ -99,13 +98,15 @@ def render_prompt(
     max_chars: int | None = None,
     *,
     more: int = 0,
+    markdown: bool = False,
 ) -> str:
     """Render the memory block for a task in `scope`.
 
     Entries are filtered by `scope_matches`, grouped by kind in `PROMPT_KIND_ORDER`, the
     person's entries (`source: "user"`) first within a kind under a heading that says so,
-    then by confidence (highest first), age and id. Each entry is one line, its text folded
-    (`fold`). With `max_chars`, the lowest-confidence entries are dropped first (inferred
+    then by confidence (highest first), age and id. Each entry is one line, its scope and
+    text rendered by `memsync.core.render` (SEMANTICS rule 17): plain, or escaped as
+    Markdown with `markdown`. Only the headings say that the person said an entry. With `max_chars`, the lowest-confidence entries are dropped first (inferred
     before user, older before newer on ties) until the block fits, and a last line says
     how many were left out. An empty memory renders as an empty string.
 
@@ -122,12 +123,13 @@ def render_prompt(
     Raises:
         ValueError: `more` with fewer matching entries than `kept_at_most(max_chars)`.
     """
+    line_of = partial(_line, markdown=markdown)
     matching = [e for e in entries if scope_matches(e.scope, scope)]
     if more and (max_chars is None or len(matching) < kept_at_most(max_chars)):
         raise ValueError("`more` needs max_chars and kept_at_most(max_chars) entries")
     if max_chars is None:
         chosen = sorted(matching, key=_order)
-        return _render(chosen, [_line(e) for e in chosen], 0)
+        return _render(chosen, [line_of(e) for e in chosen], 0)
     # Drop order: lowest confidence first; inferred before user; oldest first. So the
     # entries kept are a prefix of the reverse order: walk it, adding each entry's line
     # (and its heading, the first time), while the block with its "left out" line fits.
@@ -141,16 +143,20 @@ def render_prompt(
     headings: set[str] = set()
     body = 0
     for k, e in enumerate(keep_order, 1):
-        line = _line(e)
+        line = line_of(e)
         heading = _heading(e)
         grown = body + len(line) + 1 + (0 if heading in headings else len(heading) + 1)
         left = n - k
         tail = len(_left_out(left)) + 1 if left else 0
         if len(_HEAD) + grown + tail > max_chars:
-            if left == 0 or more or not _rest_fits(keep_order[k - 1 :], headings, body, max_chars):
+            if (
+                left == 0
+                or more
+                or not _rest_fits(keep_order[k - 1 :], headings, body, max_chars, markdown)
+            ):
                 break  # with `more`, everything is more than `kept_at_most`: it cannot fit
             kept = keep_order  # everything fits, with no "left out" line
-            lines = {id(x): _line(x) for x in kept}
+            lines = {id(x): line_of(x) for x in kept}
             break
         kept.append(e)
         lines[id(e)] = line
@@ -161,13 +167,15 @@ def render_prompt(
     return block[:max_chars]
 
 
-def _rest_fits(rest: Sequence[PromptEntry], headings: set[str], body: int, limit: int) -> bool:
+def _rest_fits(
+    rest: Sequence[PromptEntry], headings: set[str], body: int, limit: int, markdown: bool
+) -> bool:
     """Whether the block holding every entry (the kept ones make `body` with `headings`,
     `rest` are the others) fits in `limit`: summed until it does not."""
     seen = set(headings)
     for e in rest:
         heading = _heading(e)
-        body += len(_line(e)) + 1 + (0 if heading in seen else len(heading) + 1)
+        body += len(_line(e, markdown)) + 1 + (0 if heading in seen else len(heading) + 1)
         seen.add(heading)
         if len(_HEAD) + body > limit:
             return False

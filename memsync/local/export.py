@@ -1,9 +1,9 @@
 """`memsync export --markdown`: a readable MEMORY.md-style summary of a memory's view.
 
 The summary lists the live entries (SEMANTICS rule 12: forgotten, superseded and expired
-ones are not there), grouped by kind in the prompt's order, then by scope (global first,
-then the others sorted), each entry on one line with its id so a person can `memsync
-forget` it. It is for reading, not a format: `memsync` never reads it back.
+ones are not there), grouped by kind in the prompt's order (the person's entries under
+their own heading first), then by scope (global first, then the others sorted), each entry
+on one line with its id so a person can `memsync forget` it. It is for reading, not a format: `memsync` never reads it back.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from memsync.core.prompt import PROMPT_KIND_ORDER
 from memsync.core.records import Record
+from memsync.core.render import md_code, md_text
 from memsync.core.timestamps import format_ts
 from memsync.local.reading import view_of
 from memsync.local.storage import atomic_replace, require_file
@@ -31,14 +32,16 @@ _TITLES = {
 }
 
 
-def _one_line(text: str) -> str:
-    """An entry's text on one Markdown line: a newline in it would start a new item."""
-    return " ".join(text.split())
-
-
 def render_markdown(records: Iterable[Record], title: str = "Memory") -> str:
-    """The Markdown summary of live records (the view's order within each group)."""
-    groups: dict[str, dict[str, list[tuple[Record, dict[str, object]]]]] = defaultdict(
+    """The Markdown summary of live records (the view's order within each group).
+
+    Every record string goes through `memsync.core.render` (SEMANTICS rule 17): texts and
+    scopes as escaped inline text, ids and tags as code spans, so that no record can make a
+    heading, a list item, a link, an image or a terminal escape. What the person said
+    (`source: "user"`) is under its own heading, "(said by the person)", written by
+    memsync: no record's text can put an entry there.
+    """
+    groups: dict[tuple[str, bool], dict[str, list[tuple[Record, dict[str, object]]]]] = defaultdict(
         lambda: defaultdict(list)
     )
     count = 0
@@ -46,32 +49,37 @@ def render_markdown(records: Iterable[Record], title: str = "Memory") -> str:
         if rec.deleted:
             continue
         obj = rec.fields()
-        groups[str(obj["kind"])][str(obj.get("scope", "global"))].append((rec, obj))
+        groups[(str(obj["kind"]), rec.user)][str(obj.get("scope", "global"))].append((rec, obj))
         count += 1
-    out = [f"# {title}", "", f"{count} live entr{'y' if count == 1 else 'ies'}.", ""]
+    out = [f"# {md_text(title)}", "", f"{count} live entr{'y' if count == 1 else 'ies'}.", ""]
     for kind in PROMPT_KIND_ORDER:
-        scopes = groups.get(kind)
-        if not scopes:
-            continue
-        out += [f"## {_TITLES[kind]}", ""]
-        for scope in sorted(scopes, key=lambda s: (s != "global", s)):
-            out += [f"### {scope}", ""]
-            for rec, obj in scopes[scope]:
-                notes = [format_ts(rec.ts)[:10]]
-                if rec.user:
-                    notes.append("said by the person")
-                conf = float(obj.get("confidence", 1.0))  # type: ignore[arg-type]
-                if conf < 1.0:
-                    notes.append(f"confidence {conf:g}")
-                tags = obj.get("tags") or []
-                if tags:
-                    notes.append("tags: " + ", ".join(map(str, tags)))  # type: ignore[call-overload]
-                if rec.expires is not None:
-                    notes.append(f"until {format_ts(rec.expires)[:10]}")
-                text = _one_line(str(obj["text"]))
-                out.append(f"- {text} ({'; '.join(notes)}) `{rec.id}`")
-            out.append("")
+        for user in (True, False):
+            scopes = groups.get((kind, user))
+            if not scopes:
+                continue
+            out += [f"## {_TITLES[kind]}{_BY_PERSON if user else ''}", ""]
+            for scope in sorted(scopes, key=lambda s: (s != "global", s)):
+                out += [f"### {md_text(scope)}", ""]
+                out += [_item(rec, obj) for rec, obj in scopes[scope]]
+                out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+_BY_PERSON = " (said by the person)"
+
+
+def _item(rec: Record, obj: dict[str, object]) -> str:
+    """One entry's list item: its text, memsync's notes, then its id (a code span)."""
+    notes = [format_ts(rec.ts)[:10]]
+    conf = float(obj.get("confidence", 1.0))  # type: ignore[arg-type]
+    if conf < 1.0:
+        notes.append(f"confidence {conf:g}")
+    tags = obj.get("tags") or []
+    if tags:
+        notes.append("tags: " + ", ".join(md_code(str(t)) for t in tags))  # type: ignore[attr-defined]
+    if rec.expires is not None:
+        notes.append(f"until {format_ts(rec.expires)[:10]}")
+    return f"- {md_text(str(obj['text']))} ({'; '.join(notes)}) {md_code(rec.id)}"
 
 
 def export_markdown(path: str | os.PathLike[str], *, now: int | None = None) -> str:

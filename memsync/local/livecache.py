@@ -96,7 +96,7 @@ class LiveCache:
         self._live: tuple[int, int, list[Record]] | None = None  # (size, valid until, live)
         # The last blocks rendered, by (scope, max_chars), with the live list they were
         # rendered from: a block of an unchanged file costs nothing the second time.
-        self._rendered: dict[tuple[str | None, int | None], tuple[list[Record], str]] = {}
+        self._rendered: dict[tuple[str | None, int | None, bool], tuple[list[Record], str]] = {}
 
     def index(self) -> Index:
         """The summary of the file's records (rules 8 to 10), up to date."""
@@ -119,16 +119,16 @@ class LiveCache:
             self._live = (size, int(min(until, 2**62)), live)
             return live
 
-    def prompt(self, scope: str | None, max_chars: int | None) -> str:
+    def prompt(self, scope: str | None, max_chars: int | None, *, markdown: bool = False) -> str:
         """The memory block for a task in `scope` (`memsync.core.prompt.render_prompt`)
         now, rendered again only when the live records changed (issue 14)."""
         live = self.live()
-        key = (scope, max_chars)
+        key = (scope, max_chars, markdown)
         with self._lock:
             hit = self._rendered.get(key)
         if hit is not None and hit[0] is live:
             return hit[1]
-        text = prompt_of(live, scope, max_chars)
+        text = prompt_of(live, scope, max_chars, markdown=markdown)
         with self._lock:
             if len(self._rendered) >= 64:  # many scopes: keep the memory bounded
                 self._rendered.clear()

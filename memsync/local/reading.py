@@ -238,8 +238,10 @@ def prompt_of(
     scope: str | None,
     max_chars: int | None,
     lines: Iterable[bytes] | None = None,
+    *,
+    markdown: bool = False,
 ) -> str:
-    """`render_prompt` over live records; `lines` are their lines, in order, when the
+    """`render_prompt` over live records (`markdown`: escaped as Markdown); `lines` are their lines, in order, when the
     records do not hold them (`Located`).
 
     With `max_chars`, only the `kept_at_most(max_chars)` matching entries the budget
@@ -252,7 +254,7 @@ def prompt_of(
             for rec, raw in zip(records, raws, strict=True)
             if not rec.deleted
         ]
-        return render_prompt(entries, scope, max_chars)
+        return render_prompt(entries, scope, max_chars, markdown=markdown)
     limit = kept_at_most(max_chars)
     best: list[tuple[tuple[float, bool, int, str], bytes, Record]] = []
     matching = 0
@@ -269,7 +271,7 @@ def prompt_of(
         elif rank > best[0][0]:
             heapq.heapreplace(best, (rank, raw, rec))
     entries = [_prompt_entry(rec, raw) for _, raw, rec in best]
-    return render_prompt(entries, scope, max_chars, more=matching - len(entries))
+    return render_prompt(entries, scope, max_chars, more=matching - len(entries), markdown=markdown)
 
 
 def _prompt_entry(rec: Record, raw: bytes) -> PromptEntry:

@@ -123,7 +123,7 @@ def test_export_groups_by_kind_then_scope(tmp_path: Path) -> None:
     assert "- Short answers. (" in text
     assert "said by the person" in text
     assert p.id in text
-    assert "confidence 0.8; tags: time" in text
+    assert "confidence 0.8; tags: `time`" in text
     assert "forgotten" not in text
     assert "## Lessons" not in text
 
