@@ -128,7 +128,8 @@ def _show_line(rec: Record, obj: dict[str, Any]) -> bytes:
     scope = token(str(obj.get("scope", "global")), escaped=True)
     who = " user" if rec.user else ""
     text = visible(str(obj["text"]))
-    line = f"{token(rec.id, escaped=True)}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
+    rid = token(rec.id, escaped=True)
+    line = f"{rid}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
     return line.encode("utf-8", "replace") + b"\n"
 
 
