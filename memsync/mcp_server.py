@@ -251,23 +251,32 @@ def build_server(
         kind: Kind | None = None,
         scope: str | None = None,
         tags: list[str] | None = None,
-        confidence: Confidence = 1.0,
-        source: str | None = None,
+        confidence: Confidence | None = None,
+        source: Annotated[
+            str | None,
+            Field(description='"user" if the person said the correction; default: the old one\'s'),
+        ] = None,
     ) -> Annotated[CallToolResult, Remembered]:
         """Replace entry `id` for good with a corrected one (SEMANTICS rule 10); `kind`,
-        `scope` and `tags` default to the old entry's."""
+        `scope`, `tags`, `confidence` and `source` default to the old entry's. An entry the
+        person said (source "user") is replaced only by one they said too: pass source
+        "user" (it is never carried over unasked)."""
         try:
             with lock:
                 old = live_cache(mem.path).index().current(id)
                 was = old.fields() if old is not None and not old.deleted else {}
+                # Carry the old entry's source, except the person's: rule 10 would ignore an
+                # inferred supersession of it, and `Memory.supersede` refuses it with the
+                # reason; claiming the person said the correction is the caller's call.
+                carried = was.get("source") if was.get("source") != "user" else None
                 e = mem.supersede(
                     id,
                     text,
                     kind=kind,
                     scope=scope if scope is not None else was.get("scope", "global"),
                     tags=tags if tags is not None else was.get("tags", []),
-                    confidence=confidence,
-                    source=source,
+                    confidence=confidence if confidence is not None else was.get("confidence", 1.0),
+                    source=source if source is not None else carried,
                 )
         except MemsyncError as exc:
             return _refused(exc)

@@ -171,6 +171,66 @@ def test_a_secret_is_refused_with_memsyncs_message(tmp_path: Path) -> None:
     assert b"AKIA" not in path.read_bytes()
 
 
+def test_supersede_of_the_persons_entry_needs_their_word(tmp_path: Path) -> None:
+    """Issue 24, item 9: an inferred `supersede` of an entry the person said succeeded and
+    did nothing (rule 10 ignores it). It is refused with the reason unless the caller says
+    source "user"; `source` and `confidence` are carried over like kind, scope and tags."""
+    path = tmp_path / "me.jsonl"
+    server = build_server(path, "me", StateDir(tmp_path / "state"))
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            r = await client.call_tool(
+                "remember", {"kind": "preference", "text": "Prefers tabs.", "source": "user"}
+            )
+            said = r.structured_content["id"] if r.structured_content else ""
+            size = path.stat().st_size
+            r = await client.call_tool("supersede", {"id": said, "text": "Prefers spaces."})
+            assert r.is_error
+            assert "person said" in _text(r)
+            assert 'source "user"' in _text(r)
+            assert path.stat().st_size == size  # nothing written
+            r = await client.call_tool(
+                "supersede", {"id": said, "text": "Prefers spaces.", "source": "session:x"}
+            )
+            assert r.is_error
+            r = await client.call_tool(
+                "supersede", {"id": said, "text": "Prefers spaces.", "source": "user"}
+            )
+            assert not r.is_error
+            r = await client.call_tool("recall", {"query": "prefers"})
+            assert r.structured_content is not None
+            [hit] = r.structured_content["entries"]
+            assert (hit["text"], hit["source"], hit["kind"]) == (
+                "Prefers spaces.",
+                "user",
+                "preference",
+            )
+
+            r = await client.call_tool(
+                "remember",
+                {
+                    "kind": "fact",
+                    "text": "CI has 2 cores.",
+                    "source": "session:a",
+                    "confidence": 0.7,
+                },
+            )
+            fact = r.structured_content["id"] if r.structured_content else ""
+            r = await client.call_tool("supersede", {"id": fact, "text": "CI has 4 cores."})
+            assert not r.is_error
+            r = await client.call_tool("recall", {"query": "cores"})
+            assert r.structured_content is not None
+            [hit] = r.structured_content["entries"]
+            assert (hit["text"], hit["source"], hit["confidence"]) == (
+                "CI has 4 cores.",
+                "session:a",
+                0.7,
+            )
+
+    anyio.run(scenario)
+
+
 def test_a_bad_kind_or_limit_is_rejected_by_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "me.jsonl"
     server = build_server(path, "me", StateDir(tmp_path / "state"))

@@ -27,7 +27,7 @@ from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts, from_datetime
 from memsync.core.view import Index
-from memsync.errors import InvalidRecord, SecretRefused, UnknownId, shown
+from memsync.errors import InvalidRecord, SecretRefused, UnknownId, UsageError, shown
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.located import check_files
@@ -249,9 +249,22 @@ class Memory:
         **fields: Any,
     ) -> Entry:
         """Append an entry that replaces `old_id` for good (rule 10); `kind` defaults to the
-        old entry's kind."""
+        old entry's kind.
+
+        Raises:
+            UnknownId: no `kind` given and `old_id` is not a live entry here.
+            UsageError: `old_id`'s current version is the person's (`source: "user"`) and
+                the new entry is not: rule 10 would ignore its `supersedes`, so the write
+                would do nothing (issue 24, item 9).
+        """
+        old = self._current(old_id)
+        if old is not None and not old.deleted and old.user and fields.get("source") != "user":
+            raise UsageError(
+                f"{self.path}: entry {shown(old_id)} is what the person said (source "
+                '"user"), and an inferred entry cannot supersede it (SEMANTICS rule 10); '
+                'give source "user" if the person said the correction'
+            )
         if kind is None:
-            old = self._current(old_id)
             if old is None or old.deleted:
                 raise UnknownId(str(self.path), old_id, live=True)
             kind = str(old.fields()["kind"])
