@@ -24,7 +24,7 @@ from memsync.local.fresh import now_us
 from memsync.local.livecache import LiveCache, live_cache
 from memsync.local.statedir import StateDir, StateDirLike
 from memsync.local.storage import require_file
-from memsync.local.textindex import TextIndex, fts5_available, searchable, words
+from memsync.local.textindex import TextIndex, body_of, fts5_available, words
 
 __all__ = [
     "LiveCache",
@@ -127,8 +127,10 @@ def recall(
 ) -> list[RecallHit]:
     """The live entries of memory file `path` that best match `query`, best first.
 
-    At most `limit` hits; only entries that are the live current version of their id at
-    `now` (SEMANTICS rules 8 to 11); with `scope`, only entries `scope_matches` would put
+    At most `limit` hits, each live entry at most once (a line a merge repeated, rule 14,
+    is one entry); only entries that are the live current version of their id at `now`
+    (SEMANTICS rules 8 to 11), matched on that version's own text, tags and scope (a
+    beaten twin's words do not find the winner); with `scope`, only entries `scope_matches` would put
     in that task's prompt (global ones included); with `kinds`, only those kinds. The FTS5
     index lives in `state_dir` (a `StateDir` or its path; default: memsync's state
     directory, `$XDG_STATE_HOME/memsync`); `use_fts=False`
@@ -150,10 +152,16 @@ def recall(
     hits: list[RecallHit] = []
     fts = _text_index(p.resolve(), StateDir.of(state_dir).recall_index(p))
     fts.refresh()
-    for rid, ts, score in fts.candidates(query, batch=max(32, 4 * limit)):
+    seen: set[str] = set()
+    for rid, ts, score, body in fts.candidates(query, batch=max(32, 4 * limit)):
+        if rid in seen:
+            continue  # a line repeated by a merge (rule 14), or the id's other row
         rec = index.alive(rid, at)
         if rec is None or rec.ts != ts:
             continue  # forgotten, superseded, expired or an older version
+        if body != body_of(rec.raw):
+            continue  # a beaten twin (rule 9): the match must be in the current version
+        seen.add(rid)
         hit = _hit(rec, score)
         if flt.keeps({"kind": hit.kind, "confidence": hit.confidence, "scope": hit.scope}):
             hits.append(hit)
@@ -193,8 +201,7 @@ def _scan(live: Sequence[Record], query: str, flt: _Filter, limit: int) -> list[
         return []
     scored: list[tuple[float, int, Record]] = []
     for rec in live:
-        s = searchable(rec.raw)
-        have = {_stem(w) for w in words(" ".join([s.text, *s.tags, s.scope]))}
+        have = {_stem(w) for w in words(body_of(rec.raw))}
         n = len(wanted & have)
         if n and flt.keeps(rec.fields()):
             scored.append((float(n), rec.ts, rec))

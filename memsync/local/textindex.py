@@ -27,7 +27,7 @@ from memsync.local.livecache import FileIdentity, identity_of, resumable
 from memsync.local.sqlitedb import connect
 from memsync.local.storage import private_dirs, read_chunks
 
-__all__ = ["TextIndex", "fts5_available", "searchable", "words"]
+__all__ = ["TextIndex", "body_of", "fts5_available", "searchable", "words"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SCHEMA = """
@@ -136,8 +136,8 @@ class TextIndex:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('file', ?)", (ident.encode(),))
         return read
 
-    def candidates(self, query: str, batch: int = 64) -> Iterator[tuple[str, int, float]]:
-        """(id, created_at in us, score) of entry lines matching any word of `query`,
+    def candidates(self, query: str, batch: int = 64) -> Iterator[tuple[str, int, float, str]]:
+        """(id, created_at in us, score, body) of entry lines matching any word of `query`,
         best first (BM25; a higher score is better). Read a page of `batch` at a time:
         ranking with a LIMIT keeps only the best rows, where a full sort of every match
         costs milliseconds per ten thousand matches."""
@@ -149,12 +149,12 @@ class TextIndex:
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    "SELECT id, ts, rank FROM docs WHERE docs MATCH ? ORDER BY rank"
+                    "SELECT id, ts, rank, body FROM docs WHERE docs MATCH ? ORDER BY rank"
                     " LIMIT ? OFFSET ?",
                     (match, batch, offset),
                 ).fetchall()
-            for rid, ts, rank in rows:
-                yield str(rid), int(ts), -float(rank)
+            for rid, ts, rank, body in rows:
+                yield str(rid), int(ts), -float(rank), str(body)
             if len(rows) < batch:
                 return
             offset += batch
@@ -179,8 +179,14 @@ def _rows(lines: Sequence[bytes]) -> Iterable[tuple[str, str, int]]:
             continue  # an unsupported header: the view reports it, recall need not
         if type(rec) is not Record or rec.deleted:
             continue
-        s = searchable(rec.raw)
-        yield (" ".join([s.text, *s.tags, s.scope]), rec.id, rec.ts)
+        yield (body_of(rec.raw), rec.id, rec.ts)
+
+
+def body_of(raw: bytes) -> str:
+    """What is searched of entry line `raw`: its text, tags and scope, as one string (the
+    index's `body`)."""
+    s = searchable(raw)
+    return " ".join([s.text, *s.tags, s.scope])
 
 
 def words(text: str) -> list[str]:

@@ -232,3 +232,27 @@ def test_cli_recall(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "missing.jsonl" in err
     assert err.count("\n") == 1
     assert main(["recall", str(path), "x", "--limit", "0"]) == 2
+
+
+def test_each_live_entry_once_matched_on_its_current_version(tmp_path: Path) -> None:
+    """Issue 24, item 10: after a rule-14 repeat (a merge appends the winning line again)
+    recall returned the entry twice, using up the limit; a query matching only a beaten
+    twin's text returned the winner, whose text does not hold the word."""
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+
+    def line(rid: str, text: str) -> bytes:
+        obj = {"id": rid, "kind": "fact", "text": text, "created_at": "2026-01-01T00:00:00Z"}
+        return json.dumps(obj).encode() + b"\n"
+
+    header = b'{"format": "agent-memory/0.1", "created_at": "2026-01-01T00:00:00Z"}\n'
+    repeated = line("a1", "deploys use staging")
+    # Twins (rule 9): the greater canonical JSON wins, the text "the winner says blue".
+    twins = line("t1", "the loser says zebra") + line("t1", "the winner says blue")
+    path.write_bytes(header + repeated + line("b2", "staging is slow") + repeated + twins)
+    for use_fts in (True, False):
+        hits = recall(path, "staging", state_dir=state, use_fts=use_fts)
+        assert sorted(h.id for h in hits) == ["a1", "b2"], use_fts
+        assert [h.id for h in recall(path, "staging", state_dir=state, limit=2)] != ["a1", "a1"]
+        assert recall(path, "zebra", state_dir=state, use_fts=use_fts) == [], use_fts
+        [hit] = recall(path, "blue", state_dir=state, use_fts=use_fts)
+        assert hit.text == "the winner says blue"
