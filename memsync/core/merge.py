@@ -385,18 +385,20 @@ def judge(inc: Incoming, dest: Index) -> MergePlan:
     plan = MergePlan(duplicates=inc.known, held=inc.held, withheld=inc.withheld, bad=inc.bad)
     superseded = dict(dest.superseded)
     chosen: list[Record] = []
-    # Keys met with twins in the batch, and what was chosen of each: there, one record
-    # written two ways beside a twin is judged "append" in both spellings (the batch's best
-    # is the twin); only the first is kept.
-    twin_keys: dict[tuple[str, int], list[Record]] = {a.key: [] for a, _ in inc.batch.twins}
+    # What was chosen of each key. One record written two ways is judged "append" in both
+    # spellings whenever the best it is compared with is a twin (in the batch or in the
+    # file: the file's twin is not its copy); only the first spelling is kept (rule 7).
+    chosen_keys: dict[tuple[str, int], list[Record]] = {}
     for rec in inc.candidates:
         verdict = _judge(rec, dest, inc.batch, plan)
         if verdict == "append" or (verdict == "beaten" and _new_supersession(rec, superseded)):
-            if twin_keys and (kept := twin_keys.get(rec.key)) is not None:
-                if _has_copy(kept, rec):
-                    plan.duplicates += 1
-                    continue
-                kept.append(rec)
+            kept = chosen_keys.setdefault(rec.key, [])
+            if kept and _has_copy(kept, rec):
+                plan.duplicates += 1
+                if plan.twins and plan.twins[-1][1] is rec:
+                    plan.twins.pop()  # reported once, with its first spelling
+                continue
+            kept.append(rec)
             chosen.append(rec)
             _note_supersession(rec, superseded)
         elif verdict == "beaten":
