@@ -52,6 +52,14 @@ def respelled(raw: bytes) -> bytes:
     return json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":")).encode()
 
 
+def twin_of(raw: bytes) -> bytes:
+    """A twin (rule 7): the same key, other content (a tombstone stays as it is)."""
+    obj = json.loads(raw)
+    if "text" in obj:
+        obj["text"] += " (twin)"
+    return json.dumps(obj).encode()
+
+
 def compacted(lines: list[bytes], horizon: int) -> list[bytes]:
     """A side compacted (rule 15): `horizon` 0 lets every tombstone go (as when every
     replica has read past them), a long one keeps them all."""
@@ -68,13 +76,21 @@ def histories(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
         base.append(BAD_LINES[2])
     sides = []
     shared = valid(draw(line_soups(6)))
-    for side in range(2):
+    for _side in range(2):
         mine = valid(draw(line_soups(12)))
-        if draw(st.booleans()):
-            # Both sides made the same change (a cherry-pick), on one side maybe written
-            # another way (the same records in other bytes, rule 7), among other records.
-            copies = [respelled(raw) for raw in shared] if side and draw(st.booleans()) else shared
-            mine = draw(st.permutations(mine + copies))
+        # Both sides made the same change (a cherry-pick), maybe written another way (the
+        # same records in other bytes, rule 7), or in both ways, or one side made twins of
+        # it (same key, other content), among its other records.
+        match draw(st.sampled_from(["none", "same", "respelled", "both ways", "twins"])):
+            case "same":
+                mine += shared
+            case "respelled":
+                mine += map(respelled, shared)
+            case "both ways":
+                mine += [*shared, *map(respelled, shared)]
+            case "twins":
+                mine += map(twin_of, shared)
+        mine = draw(st.permutations(mine))
         lines = base + mine
         match draw(st.sampled_from(["as is", "as is", "compacted", "compacted, no tombstones"])):
             case "compacted":
