@@ -42,6 +42,7 @@ __all__ = [
     "TransportError",
     "TransportTimeout",
     "UnknownId",
+    "UnreadableHubFile",
     "UnsupportedFormat",
     "UsageError",
     "shown",
@@ -174,6 +175,12 @@ class TransportError(MemsyncError, OSError):
 
 class TransportTimeout(TransportError, TimeoutError):
     """A remote did not answer in time."""
+
+
+class UnreadableHubFile(TransportError):
+    """One hub file cannot be read as it stands, whatever the connection does (an S3 file
+    whose segments do not tile, a segment shorter than listed or failing its checksum). A
+    peer's is skipped and reported while the rest of the memory syncs (issue 24, item 8)."""
 
 
 class HostKeyError(TransportError):

@@ -40,7 +40,7 @@ from memsync.core.watermarks import (
     parse_watermarks,
     snapshot_of,
 )
-from memsync.errors import MemsyncError, TransportError, UnsupportedFormat
+from memsync.errors import MemsyncError, TransportError, UnreadableHubFile, UnsupportedFormat
 from memsync.hub._pass import (
     _SUFFIX,
     HUB_TAIL_BYTES,
@@ -119,6 +119,12 @@ class _Pass(PushPass):
                 # One peer in a newer format must not stop the others, nor our pushes
                 # (issue 13, item 5): skip its file, say so, read it again next time.
                 self.report.skipped.append(str(skipped))
+            except UnreadableHubFile as exc:
+                # The same for a peer's file the hub cannot give whole (issue 24, item 8: an
+                # S3 file whose segments do not tile). Our own file is no peer's: it fails.
+                if f.name == self.own:
+                    raise
+                self.report.skipped.append(f"{exc}; the other files still sync")
         self._merge_pending()
         known = {r for f in files if (r := _replica_of(f.name)) is not None}
         self.report.replicas = {

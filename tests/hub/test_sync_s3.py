@@ -30,6 +30,7 @@ from tests.helpers.sync import (
     Replica,
     assert_converged,
     assert_unique,
+    entry_line,
     make_replica,
     random_ops,
     record_lines,
@@ -339,8 +340,8 @@ def test_a_segment_truncated_or_corrupted_by_hand_is_reported_never_spread(
     data = middle["Body"].read()
     client.put_object(Bucket=bucket, Key=segments[1], Body=data[:10], Metadata=middle["Metadata"])
     result = c.cli("sync")
-    assert result.rc == 1
-    [line] = result.err.strip().splitlines()
+    assert result.rc == 0, result.err  # skipped and reported, not a failed pass (issue 24)
+    [line] = [x for x in result.out.splitlines() if x.startswith("  skipped: ")]
     assert "not read" in line
     assert segments[1].rsplit("/", 1)[-1] in line
     assert len(c.view()) == 0
@@ -354,8 +355,8 @@ def test_a_segment_truncated_or_corrupted_by_hand_is_reported_never_spread(
     bad = good.replace(b"corrupted", b"CORRUPTED")
     client.put_object(Bucket=bucket, Key=newest, Body=bad, Metadata=obj["Metadata"])
     result = b.cli("sync")
-    assert result.rc == 1
-    assert "do not match their checksum" in result.err
+    assert result.rc == 0, result.err
+    assert "do not match their checksum" in result.out
     assert b"CORRUPTED" not in b.path.read_bytes()
     # 3. Garbage appended by hand as a plain object (no checksum): bad lines, reported, not
     # merged, and not pushed on by c to anyone.
@@ -370,6 +371,45 @@ def test_a_segment_truncated_or_corrupted_by_hand_is_reported_never_spread(
         b"broken" not in d for n, d in hub_contents(s3_server, bucket).items() if n != "a.jsonl"
     )
     assert {r.raw for r in c.view().records} == {r.raw for r in a.view().records}
+
+
+def test_a_peer_file_whose_segments_do_not_tile_is_skipped_and_the_rest_syncs(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    """Issue 24, item 8: one planted file with a gap (`.../0000000000000001/
+    00000000000000099999` beside a valid first segment) failed every pass on every machine:
+    nothing pulled from the other peers, nothing pushed. Now it is skipped and reported, as
+    is one whose segments overlap, and everything else syncs."""
+    a, b, c = (s3_replica(tmp_path, n, s3_server, bucket) for n in "abc")
+    on_a = a.memory().add("fact", "From a.").id
+    on_b = b.memory().add("fact", "From b.").id
+    a.sync()
+    b.sync()
+    line = entry_line("cccccccccccc", "2026-11-01T00:00:00Z", "Planted.") + b"\n"
+    client = s3_server.client()
+    folder = f"hub/{MEMORY}"
+    for key in (
+        f"{folder}/pk4.jsonl/0000000000000001/{0:020d}",  # a gap: 0..len, then 99999
+        f"{folder}/pk4.jsonl/0000000000000001/{99999:020d}",
+        f"{folder}/pk5.jsonl/0000000000000001/{0:020d}",  # an overlap: 0..len, then len-5
+        f"{folder}/pk5.jsonl/0000000000000001/{len(line) - 5:020d}",
+    ):
+        client.put_object(Bucket=bucket, Key=key, Body=line)
+    on_c = c.memory().add("fact", "From c.").id
+
+    result = c.cli("sync")
+    assert result.rc == 0, result.err
+    skipped = [x for x in result.out.splitlines() if x.startswith("  skipped: ")]
+    assert len(skipped) == 2, result.out
+    [gap] = [x for x in skipped if "/pk4.jsonl" in x]
+    assert "next segment starts at 99999" in gap
+    [overlap] = [x for x in skipped if "/pk5.jsonl" in x]
+    assert f"ends at {len(line)}, but the next segment starts at {len(line) - 5}" in overlap
+    assert {r.id for r in c.view().records} == {on_a, on_b, on_c}  # pulled from a and b
+    [report] = a.sync()
+    assert len(report["skipped"]) == 2
+    assert {r.id for r in a.view().records} == {on_a, on_b, on_c}  # c pushed
+    assert b"Planted" not in c.path.read_bytes() + a.path.read_bytes()
 
 
 # --- compaction -----------------------------------------------------------------------

@@ -25,8 +25,9 @@ prefix has one writer (DESIGN.md "The hub"). `S3Transport.mode` says which.
 
 Everything read from the store is untrusted: names are checked with `validate_name`, keys
 that do not parse are ignored, sizes and offsets must agree, and a segment that does not tile
-its file, is shorter than listed, or fails its checksum (metadata `xxh3`) is reported as a
-`TransportError` naming it, never read as data.
+its file, is shorter than listed, or fails its checksum (metadata `xxh3`) is reported as an
+`UnreadableHubFile` naming it, never read as data: sync skips that peer's file and reports
+it, and the rest of the memory syncs (issue 24, item 8).
 
 boto3 is imported here only, and this module only when an `s3://` remote is opened, so that
 `import memsync` stays light. Credentials come from boto3's standard chain (environment,
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import xxhash
 
-from memsync.errors import MemsyncError, TransportError, TransportTimeout
+from memsync.errors import MemsyncError, TransportError, TransportTimeout, UnreadableHubFile
 from memsync.hub.transports._s3_errors import (
     _DENIED,
     _NO_CONDITIONAL,
@@ -242,7 +243,7 @@ class S3Transport:
     def _file(self, folder: str, name: str) -> _File | None:
         f = self._listing(folder).files.get(name)
         if f is not None and f.problem is not None:
-            raise TransportError(f.problem)
+            raise UnreadableHubFile(f.problem)
         return f
 
     # --- the protocol -----------------------------------------------------------------
@@ -321,18 +322,18 @@ class S3Transport:
             if _code(exc.__cause__) in ("NoSuchKey", "404"):
                 raise _Vanished from exc
             if _code(exc.__cause__) in ("InvalidRange", "416"):
-                raise TransportError(
+                raise UnreadableHubFile(
                     f"{where}: shorter than listed (truncated by hand?); not read"
                 ) from exc
             raise
         if len(data) != last - first or (whole and reply.get("ContentLength") != seg.size):
-            raise TransportError(
+            raise UnreadableHubFile(
                 f"{where}: {len(data)} bytes where the listing says {last - first} "
                 "(changed by hand?); not read"
             )
         expected = (reply.get("Metadata") or {}).get(_CHECKSUM)
         if whole and expected is not None and xxhash.xxh3_64_hexdigest(data) != expected:
-            raise TransportError(
+            raise UnreadableHubFile(
                 f"{where}: its bytes do not match their checksum (corrupted?); not read"
             )
         return data
