@@ -57,8 +57,11 @@ __all__ = [
     "default_config_path",
 ]
 
-_SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key", "timeout_seconds")
+_SSH_ONLY = ("identity_file", "known_hosts", "accept_new_host_key")
 _S3_ONLY = ("endpoint_url", "region", "profile")
+_NETWORK_ONLY = ("timeout_seconds",)
+# Keys that apply to some schemes only: (the schemes, the keys).
+_SCHEME_KEYS = ((("ssh",), _SSH_ONLY), (("s3",), _S3_ONLY), (("ssh", "s3"), _NETWORK_ONLY))
 # Keys that would hold a credential: refused with a hint, never echoed (issue 11).
 _SECRET_KEY_RE = re.compile(r"secret|password|passwd|access_key|session_token|credential|token")
 # Upper bounds on every number (issue 13, item 17): past them a value is a typo, and some
@@ -166,9 +169,10 @@ class RemoteConfig(_Model):
     """SSH only: trust and record an unknown host key on first contact (OpenSSH accept-new);
     a changed key is still refused."""
     timeout_seconds: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
-    """SSH only: how long to wait for any one answer of the server before the pass fails
+    """SSH and S3: how long to wait for any one answer of the server before the pass fails
     with "no answer" (a host or a network that hangs, no reset coming); setting up the
-    connection gets this long too, at most 10 s."""
+    connection gets this long too, at most 10 s. An S3 request that timed out is not
+    retried (issue 24, item 11)."""
     endpoint_url: str | None = None
     """S3 only: the store's endpoint, e.g. `http://127.0.0.1:8333`; else AWS's."""
     region: str | None = None
@@ -218,13 +222,14 @@ class RemoteConfig(_Model):
     def _ssh_only_keys(self) -> RemoteConfig:
         scheme = self.parsed_url.scheme
         kind = {"file": "a folder", "ssh": "an ssh:// remote", "s3": "an s3:// remote"}[scheme]
-        for only, keys in (("ssh", _SSH_ONLY), ("s3", _S3_ONLY)):
-            if scheme == only:
+        for schemes, keys in _SCHEME_KEYS:
+            if scheme in schemes:
                 continue
+            only = " and ".join(f"{x}://" for x in schemes)
             for key in keys:
                 if key in self.model_fields_set:
                     raise _KeyedValueError(
-                        (key,), f"{key!r} applies to {only}:// remotes only; this one is {kind}"
+                        (key,), f"{key!r} applies to {only} remotes only; this one is {kind}"
                     )
         return self
 
@@ -397,8 +402,8 @@ class Config(_Model):
             parsed = remote.parsed_url
             if parsed.scheme == "file":
                 shown["url"] = parsed.path
-            for only, keys in (("ssh", _SSH_ONLY), ("s3", _S3_ONLY)):
-                if parsed.scheme != only:
+            for schemes, keys in _SCHEME_KEYS:
+                if parsed.scheme not in schemes:
                     for key in keys:
                         del shown[key]
         return data

@@ -36,7 +36,7 @@ def open_remote(remote: RemoteConfig) -> Transport:
         identity_file=remote.identity_file,
         known_hosts=remote.known_hosts,
         accept_new_host_key=remote.accept_new_host_key,
-        timeout=remote.timeout_seconds if url.scheme == "ssh" else None,
+        timeout=remote.timeout_seconds if url.scheme != "file" else None,
         endpoint_url=remote.endpoint_url,
         region=remote.region,
         profile=remote.profile,

@@ -596,7 +596,6 @@ def test_memory_with_empty_remotes_stays_local(tmp_path: Path) -> None:
         'identity_file = "~/.ssh/k"',
         'known_hosts = "/kh"',
         "accept_new_host_key = false",
-        "timeout_seconds = 5",
     ],
 )
 def test_ssh_only_key_on_folder_remote_refused(tmp_path: Path, line: str) -> None:
@@ -606,6 +605,14 @@ def test_ssh_only_key_on_folder_remote_refused(tmp_path: Path, line: str) -> Non
     )
     assert error.key == f"remote[0].{key}"
     assert "ssh:// remotes only" in error.message
+
+
+def test_timeout_seconds_on_a_folder_remote_refused(tmp_path: Path) -> None:
+    error = config_error(
+        tmp_path, MINIMAL + '[[remote]]\nname = "nas"\nurl = "/mnt/nas"\ntimeout_seconds = 5\n'
+    )
+    assert error.key == "remote[0].timeout_seconds"
+    assert "ssh:// and s3:// remotes only" in error.message
 
 
 @pytest.mark.parametrize(
@@ -622,6 +629,27 @@ def test_timeout_seconds_bounds_each_answer_and_the_ssh_set_up(
     transport = open_remote(load_config(path).remote[0])
     assert isinstance(transport, SSHTransport)
     assert (transport.io_timeout, transport.connect_timeout) == (io, connect)
+
+
+@pytest.mark.parametrize(
+    ("line", "read", "connect"),
+    [("", 30.0, 10.0), ("timeout_seconds = 4", 4.0, 4.0), ("timeout_seconds = 60", 60.0, 10.0)],
+)
+def test_timeout_seconds_bounds_each_s3_request(
+    tmp_path: Path, line: str, read: float, connect: float
+) -> None:
+    """Issue 24, item 11: S3 calls were bounded by a fixed 20 s, tried three times."""
+    from memsync.config.wiring import open_remote
+    from memsync.hub.transports.s3 import S3Transport
+
+    path = write(tmp_path, MINIMAL + f'[[remote]]\nname = "t"\nurl = "s3://bucket/p"\n{line}\n')
+    config = load_config(path)
+    assert "timeout_seconds" in config.to_display_dict()["remote"][0]
+    transport = open_remote(config.remote[0])
+    assert isinstance(transport, S3Transport)
+    assert transport.timeout == read
+    client_config = transport.client.meta.config
+    assert (client_config.read_timeout, client_config.connect_timeout) == (read, connect)
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "3601"])

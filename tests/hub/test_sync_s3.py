@@ -23,6 +23,7 @@ from memsync.hub.transports import Transport
 from memsync.hub.transports.s3 import MERGE_SEGMENTS, S3Transport
 from memsync.local.fresh import now_us
 from memsync.local.statedir import StateDir
+from tests.helpers.hang_relay import FreezingRelay
 from tests.helpers.s3server import S3Server, start_s3
 from tests.helpers.sshd import SshdServer
 from tests.helpers.sync import (
@@ -306,6 +307,34 @@ def test_the_server_down_for_a_while_fails_cleanly_then_recovers(
         assert len(b.view()) == 2
     finally:
         own.stop()
+
+
+def test_a_frozen_endpoint_fails_the_pass_within_timeout_seconds(
+    tmp_path: Path, s3_server: S3Server, bucket: str
+) -> None:
+    """Issue 24, item 11: a frozen S3 endpoint (connected, then silent: no reset) took 81 s
+    to fail a pass, three tries of 20 s and back-offs; `timeout_seconds` was SSH's only."""
+    relay = FreezingRelay(s3_server.ports["s3.port"])
+    try:
+        remote = s3_remote(s3_server, bucket) | {
+            "endpoint_url": f"http://127.0.0.1:{relay.port}",
+            "timeout_seconds": 2,
+        }
+        a = make_replica(tmp_path, "a", remotes={"hub": remote})
+        a.memory().add("fact", "Before the freeze.")
+        a.sync()  # the relay works
+        relay.freeze()
+        a.memory().add("fact", "During the freeze.")
+        started = time.monotonic()
+        result = a.cli("sync")
+        elapsed = time.monotonic() - started
+        assert result.rc == 1
+        [line] = result.err.strip().splitlines()
+        assert line.startswith("memsync: notes <-> hub: s3://")
+        assert "no answer within 2 s (the server or the network hangs)" in line
+        assert elapsed < 3.5, f"{elapsed:.1f} s: the pass waited past timeout_seconds"
+    finally:
+        relay.close()
 
 
 def test_wrong_credentials_are_one_line_naming_the_remote_and_exit_1(

@@ -37,8 +37,9 @@ def open_transport(
         path: the hub root directory; for "s3" the key prefix in the bucket.
         host, user, port, identity_file, known_hosts, accept_new_host_key: for "ssh" only;
             see `memsync.hub.transports.ssh.SSHTransport`. For "s3", `host` is the bucket.
-        timeout: for "ssh" only: seconds to wait for any one answer (`io_timeout`), and for
-            the connection set-up (`connect_timeout`, at most 10 s); None: the defaults.
+        timeout: for "ssh" and "s3": seconds to wait for any one answer (`io_timeout`, S3's
+            read timeout), and for the connection set-up (`connect_timeout`, at most 10 s);
+            None: 30 s.
         endpoint_url, region, profile: for "s3" only; see `memsync.hub.transports.s3.S3Transport`.
 
     Raises:
@@ -73,7 +74,14 @@ def open_transport(
             raise TransportError(f"s3 remote {path!r}: no bucket given", host, path)
         from memsync.hub.transports.s3 import S3Transport
 
-        return S3Transport(host, path, endpoint_url=endpoint_url, region=region, profile=profile)
+        return S3Transport(
+            host,
+            path,
+            endpoint_url=endpoint_url,
+            region=region,
+            profile=profile,
+            timeout=30.0 if timeout is None else timeout,
+        )
     raise TransportError(
         f"unknown remote scheme {scheme!r}; expected 'file', 'ssh' or 's3'", host, path
     )

@@ -29,3 +29,10 @@ def _code(exc: BaseException | None) -> str:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()).rstrip(" :.") or type(exc).__name__
+
+
+def no_retry_after_timeout(caught_exception: object = None, **_: object) -> bool | None:
+    """botocore's `needs-retry` hook, before its retry handler: False (no retry) after a
+    connect or read timeout, None (let botocore decide) otherwise."""
+    name = type(caught_exception).__name__
+    return False if name in ("ConnectTimeoutError", "ReadTimeoutError") else None

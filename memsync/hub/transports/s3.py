@@ -51,6 +51,7 @@ from memsync.hub.transports._s3_errors import (
     _PRECONDITION,
     _code,
     _one_line,
+    no_retry_after_timeout,
 )
 from memsync.hub.transports._s3_layout import (
     _MODE_DIR,
@@ -94,8 +95,11 @@ class S3Transport:
         profile: a profile of `~/.aws/config` and `~/.aws/credentials`; None: the default chain.
         client: a ready boto3 S3 client (tests, benchmarks); built lazily otherwise.
         listing_max_age: seconds a folder listing is reused by `size`, `read` and `write_at`.
-        attempts: total attempts per request (botocore's standard retry mode).
-        timeout: connect and read timeout of one request, in seconds.
+        attempts: total attempts per request (botocore's standard retry mode); a request
+            that timed out is not tried again (the endpoint or the network hangs).
+        timeout: how long one request waits for any answer (botocore's read timeout), in
+            seconds; connecting gets as long, at most 10 s. So a frozen endpoint fails a
+            pass within about `timeout` seconds (issue 24, item 11: it took 81 s).
     """
 
     def __init__(
@@ -109,7 +113,7 @@ class S3Transport:
         client: Any = None,
         listing_max_age: float = 5.0,
         attempts: int = 3,
-        timeout: float = 20.0,
+        timeout: float = 30.0,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -135,26 +139,31 @@ class S3Transport:
     def client(self) -> Any:
         """The boto3 client, made on first use (boto3 is imported only then)."""
         if self._client is None:
-            with self._errors(self.url):
-                import boto3
-                from botocore.config import Config
-
-                session = boto3.session.Session(profile_name=self.profile)
-                self._client = session.client(
-                    "s3",
-                    endpoint_url=self.endpoint_url,
-                    region_name=self.region,
-                    config=Config(
-                        retries={"max_attempts": self.attempts, "mode": "standard"},
-                        connect_timeout=self.timeout,
-                        read_timeout=self.timeout,
-                        # Compatible stores (older MinIO, Ceph, SeaweedFS) do not all accept
-                        # the CRC trailers newer botocore sends by default.
-                        request_checksum_calculation="when_required",
-                        response_checksum_validation="when_required",
-                    ),
-                )
+            self._client = self._new_client()
+            # A timed-out request is not retried: three tries of a frozen endpoint took 81 s.
+            self._client.meta.events.register_first("needs-retry.s3", no_retry_after_timeout)
         return self._client
+
+    def _new_client(self) -> Any:
+        with self._errors(self.url):
+            import boto3
+            from botocore.config import Config
+
+            session = boto3.session.Session(profile_name=self.profile)
+            return session.client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                region_name=self.region,
+                config=Config(
+                    retries={"max_attempts": self.attempts, "mode": "standard"},
+                    connect_timeout=min(10.0, self.timeout),
+                    read_timeout=self.timeout,
+                    # Compatible stores (older MinIO, Ceph, SeaweedFS) do not all accept
+                    # the CRC trailers newer botocore sends by default.
+                    request_checksum_calculation="when_required",
+                    response_checksum_validation="when_required",
+                ),
+            )
 
     def _folder_prefix(self, folder: str) -> str:
         return f"{self.prefix}/{folder}/" if self.prefix else f"{folder}/"
@@ -198,8 +207,15 @@ class S3Transport:
                 f"{where}: no S3 credentials found: set AWS_ACCESS_KEY_ID and "
                 "AWS_SECRET_ACCESS_KEY, a profile, or ~/.aws/credentials"
             )
-        if name in ("ConnectTimeoutError", "ReadTimeoutError"):
-            return TransportTimeout(f"{where}: timed out ({_one_line(exc)})")
+        if name == "ReadTimeoutError":
+            return TransportTimeout(
+                f"{where}: no answer within {self.timeout:g} s (the server or the network hangs)"
+            )
+        if name == "ConnectTimeoutError":
+            return TransportTimeout(
+                f"{where}: no connection within {min(10.0, self.timeout):g} s (the server or "
+                "the network hangs)"
+            )
         # The rest (unreachable endpoint, unknown profile, other error codes) in botocore's
         # own words, on one line.
         return TransportError(f"{where}: {_one_line(exc)}")
