@@ -134,6 +134,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(
             f"{args.into}: {verb} {result.appended} entr{'y' if result.appended == 1 else 'ies'}"
             f"; {result.present} already there"
+            + (
+                f"; {result.forgotten} forgotten since an earlier import (not imported again)"
+                if result.forgotten
+                else ""
+            )
         )
         for line in result.skipped:
             print(f"skipped: {line}")

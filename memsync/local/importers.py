@@ -10,9 +10,13 @@ to its `from` entity.
 
 Importing is idempotent: an imported entry's id is a hash of what it says and its
 `created_at` a fixed instant, so the same observation imported again has the same key
-(SEMANTICS rule 6) and is not appended twice; an entry forgotten since stays forgotten
-(its tombstone is later than that instant, rule 8). The source file is checked whole
-before anything is appended: one bad line stops the import, naming the file and line.
+(SEMANTICS rule 6) and is not appended twice. An entry forgotten since stays forgotten
+(issue 24, item 7): one the file's tombstones or supersessions remove (rules 8 and 10) is
+dead on arrival and not appended, and one this machine's import ledger (in the state
+directory, `StateDir.import_ledger`) says the file held is not appended again either, even
+once compaction has dropped its line and, past the horizon, its tombstone. The source file
+is checked whole before anything is appended: one bad line stops the import, naming the
+file and line.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from memsync.local.fresh import header_line
 from memsync.local.lock import file_lock
 from memsync.local.memory import Memory
 from memsync.local.reading import scan
+from memsync.local.statedir import StateDir, StateDirLike
 from memsync.local.storage import append_bytes, require_file
 from memsync.local.targets import require_memory_target, require_not_input
 
@@ -70,15 +75,21 @@ VENDOR_IMPORTED_AT = "2025-01-01T00:00:00Z"
 
 @dataclass
 class ImportResult:
-    """What an import did: lines appended, entries already there, lines skipped (each
-    skipped line as "file:line: why")."""
+    """What an import did: lines appended, entries already there, entries forgotten since
+    they were imported (not imported again), lines skipped (each as "file:line: why")."""
 
     appended: int = 0
     present: int = 0
     skipped: list[str] = field(default_factory=list)
+    forgotten: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"appended": self.appended, "present": self.present, "skipped": self.skipped}
+        return {
+            "appended": self.appended,
+            "present": self.present,
+            "forgotten": self.forgotten,
+            "skipped": self.skipped,
+        }
 
 
 _entry_id = entry_id
@@ -186,12 +197,18 @@ def mcp_memory_records(src: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def import_mcp_memory(
-    src: str | os.PathLike[str], into: str | os.PathLike[str], *, dry_run: bool = False
+    src: str | os.PathLike[str],
+    into: str | os.PathLike[str],
+    *,
+    dry_run: bool = False,
+    state_dir: StateDirLike | None = None,
 ) -> ImportResult:
     """Append to memory file `into` (created if missing) the entries of the reference MCP
-    memory server's file `src` that it does not hold yet; return what was done.
+    memory server's file `src` that it does not hold yet and that were not forgotten since
+    an earlier import (the module docstring); return what was done.
 
     Observations that look like credentials are skipped and listed (never stored).
+    `state_dir` holds the import ledger (default: memsync's state directory).
 
     Raises:
         MemsyncError: `src` has a bad line (nothing is appended then).
@@ -204,7 +221,9 @@ def import_mcp_memory(
     # Issue 24, item 6: never records appended to their own source or to a non-memory file.
     require_not_input(into, [source])
     require_memory_target(into)
-    return _import(mcp_memory_records(source), source, into, dry_run=dry_run)
+    return _import(
+        mcp_memory_records(source), source, into, dry_run=dry_run, state=StateDir.of(state_dir)
+    )
 
 
 def _import(
@@ -213,9 +232,12 @@ def _import(
     into: str | os.PathLike[str],
     *,
     dry_run: bool,
+    state: StateDir,
 ) -> ImportResult:
     """Append to `into` the entry objects of `items` whose key it does not hold yet (rule
-    6); each one that looks like a credential is skipped and listed, never stored."""
+    6) and that were not forgotten since (`_forgotten`); each one that looks like a
+    credential is skipped and listed, never stored. The keys found or appended go to the
+    import ledger of `into`."""
     result = ImportResult()
     lines: list[tuple[bytes, Record]] = []
     seen: set[tuple[str, int]] = set()
@@ -235,15 +257,67 @@ def _import(
         result.appended = len(lines)  # a dry run creates no file either
         return result
     mem = Memory.open(into)
+    ledger = state.import_ledger(mem.path)
     with file_lock(mem.path, mem.lock_timeout):
-        keys: set[tuple[str, int]] = set()
-        scan([mem.path], visit=lambda _f, _n, r: keys.add(r.key))
-        new = [raw for raw, rec in lines if rec.key not in keys]
-        result.present = len(lines) - len(new)
+        held = _Held()
+        scan([mem.path], visit=lambda _f, _n, r: held.add(r))
+        imported = _read_ledger(ledger)
+        new = []
+        for raw, rec in lines:
+            if rec.key in held.keys:
+                result.present += 1
+            elif rec.key in imported or held.removes(rec):
+                result.forgotten += 1
+            else:
+                new.append(raw)
         result.appended = len(new)
-        if new and not dry_run:
-            append_bytes(mem.path, b"".join(r + b"\n" for r in new), header=header_line(0))
+        if not dry_run:
+            if new:
+                append_bytes(mem.path, b"".join(r + b"\n" for r in new), header=header_line(0))
+            _add_to_ledger(state, ledger, [rec.key for _, rec in lines if rec.key not in imported])
     return result
+
+
+class _Held:
+    """What a memory file holds, as far as an import cares: its records' keys, and what
+    removes an id: its latest tombstone (rule 8) and supersession (rule 10)."""
+
+    def __init__(self) -> None:
+        self.keys: set[tuple[str, int]] = set()
+        self.tombstone: dict[str, int] = {}
+        self.superseded: set[str] = set()
+
+    def add(self, rec: Record) -> None:
+        self.keys.add(rec.key)
+        if rec.deleted:
+            self.tombstone[rec.id] = max(rec.ts, self.tombstone.get(rec.id, rec.ts))
+        elif rec.supersedes is not None:
+            self.superseded.add(rec.supersedes)
+
+    def removes(self, rec: Record) -> bool:
+        """Whether `rec` would be dead on arrival: forgotten or superseded here."""
+        return rec.id in self.superseded or self.tombstone.get(rec.id, -1) >= rec.ts
+
+
+def _read_ledger(ledger: Path) -> set[tuple[str, int]]:
+    """The keys of an import ledger (`<id> <µs>` lines; a torn or unreadable line, as a
+    crash may leave, is skipped: the ledger only ever holds back re-imports)."""
+    try:
+        data = ledger.read_bytes()
+    except FileNotFoundError:
+        return set()
+    keys = set()
+    for line in data.split(b"\n")[:-1]:  # the last piece: empty, or a torn line
+        rid, _, ts = line.decode("utf-8", "replace").rpartition(" ")
+        if rid and ts.isdigit():
+            keys.add((rid, int(ts)))
+    return keys
+
+
+def _add_to_ledger(state: StateDir, ledger: Path, keys: list[tuple[str, int]]) -> None:
+    if keys:
+        lines = "".join(f"{rid} {ts}\n" for rid, ts in dict.fromkeys(keys))
+        append_bytes(state.prepared(ledger), lines.encode("utf-8"))
 
 
 def _read_text(path: Path) -> str:
@@ -304,12 +378,14 @@ def import_vendor(
     *,
     scope: str = "global",
     dry_run: bool = False,
+    state_dir: StateDirLike | None = None,
 ) -> ImportResult:
     """Append to memory file `into` (created if missing) the memories another agent keeps
     in Markdown (`fmt`: see `memsync.core.vendor_memory`) that it does not hold yet.
 
     Idempotent, as the mcp-memory import: the same memory imported again, here or on
-    another machine, has the same key; one forgotten since stays forgotten.
+    another machine, has the same key; one forgotten since stays forgotten (the module
+    docstring; `state_dir` holds the import ledger, default memsync's state directory).
 
     Raises:
         MemsyncError: a file is not UTF-8 or not of the format (nothing is appended).
@@ -322,4 +398,4 @@ def import_vendor(
     files, items = vendor_records(fmt, source, scope)
     require_not_input(into, files)
     require_memory_target(into)
-    return _import(items, source, into, dry_run=dry_run)
+    return _import(items, source, into, dry_run=dry_run, state=StateDir.of(state_dir))

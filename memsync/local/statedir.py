@@ -20,6 +20,7 @@ the root itself.
     <remote>.codec             what our own hub file was last written with (plain or a key id)
   index/<name>-<key>.sqlite  a memory file's merge index (`fileindex.FileIndex`)
   recall/<name>-<key>.sqlite a memory file's full-text recall index (`fulltext.TextIndex`)
+  imports/<name>-<key>.keys  the keys `memsync import` found or put in a memory file
 ```
 
 `<name>` is a memory file's name cut to 40 characters, `<key>` a hash of its real path,
@@ -29,7 +30,9 @@ Everything here is a cache or a record of this machine's own acts. A cache is ch
 against the file it describes before each use (device, inode, size, digests of what it
 already folded) and rebuilt when in doubt. So deleting the directory, or any file in it,
 costs time (a full re-read, a rebuilt index, a new install token), never a wrong answer,
-a lost record or a resurrected one. The names are kept stable across versions: a rename
+a lost record or a resurrected one (bar one: without its import ledger, importing a source
+again brings back what was imported from it, forgotten, and compacted away past the
+tombstone horizon). The names are kept stable across versions: a rename
 would orphan every user's state (tests/local/test_statedir.py pins them).
 
 Adding a file is one method here: a property for a file of the whole machine, a method
@@ -143,6 +146,14 @@ class StateDir:
         """The full-text index of memory file `path` (`memsync.local.fulltext`)."""
         key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
         return self._under("recall", f"{path.name[:40]}-{key}.sqlite")
+
+    def import_ledger(self, dest: Path) -> Path:
+        """The keys of the entries `memsync import` found in or appended to memory file
+        `dest`, one `<id> <created_at in µs>` a line (`memsync.local.importers`): one
+        imported and forgotten since is not imported again, even once compaction has
+        dropped its line and its tombstone (issue 24, item 7)."""
+        key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(dest)))
+        return self._under("imports", f"{dest.name[:40]}-{key}.keys")
 
 
 StateDirLike: TypeAlias = StateDir | str | os.PathLike[str]

@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
-from memsync import Memory, export_markdown, import_mcp_memory
+from memsync import Memory, StateDir, export_markdown, import_mcp_memory
 from memsync.cli import main
+from memsync.core.timestamps import SECOND
+from memsync.local.compaction import compact_file
+from memsync.local.fresh import now_us
 
 # As the reference server (modelcontextprotocol/servers, src/memory) writes its file: one
 # JSON.stringify()'d object a line, entities first, then relations.
@@ -32,6 +35,13 @@ REFERENCE: list[dict[str, Any]] = [
     {"type": "relation", "from": "John_Smith", "to": "Anthropic", "relationType": "works_at"},
     {"type": "relation", "from": "John_Smith", "to": "memsync", "relationType": "maintains"},
 ]
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A state directory of the test's own: the import ledger lives there."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    return tmp_path / "xdg-state" / "memsync"
 
 
 def _reference(path: Path, objs: list[dict[str, Any]] = REFERENCE) -> Path:
@@ -69,6 +79,63 @@ def test_a_forgotten_import_stays_forgotten_and_new_observations_come_in(tmp_pat
     texts = {e.text for e in mem.view().entries}
     assert "Graduated in 2019" not in texts
     assert "Makes Claude" in texts
+
+
+DAY = 86_400 * SECOND
+
+
+def _forget_one_and_compact(into: Path, text: str, *, days_later: int) -> None:
+    mem = Memory(into)
+    mem.forget(next(e for e in mem.view().entries if e.text == text).id)
+    compact_file(into, now=now_us() + days_later * DAY, quiet_seconds=0)
+
+
+@pytest.mark.parametrize("days_later", [1, 365])  # within the 90-day horizon, and past it
+def test_a_forgotten_import_stays_forgotten_after_compaction(
+    tmp_path: Path, days_later: int
+) -> None:
+    """Issue 24, item 7: past the horizon, compaction drops the entry and its tombstone,
+    and importing the same source again brought the entry back to life ("appended 1
+    entry"); within it, every import after a compaction appended a dead line again."""
+    src, into = _reference(tmp_path / "memory.jsonl"), tmp_path / "me.jsonl"
+    assert import_mcp_memory(src, into).appended == 7
+    _forget_one_and_compact(into, "Graduated in 2019", days_later=days_later)
+    compacted = into.read_bytes()
+    assert b"Graduated in 2019" not in compacted  # the entry's line is gone
+    again = import_mcp_memory(src, into)
+    assert (again.appended, again.present, again.forgotten) == (0, 6, 1)
+    assert into.read_bytes() == compacted  # nothing new: nothing appended
+    assert "Graduated in 2019" not in {e.text for e in Memory(into).view().entries}
+
+
+def test_an_import_of_what_the_file_already_removes_appends_nothing_without_a_ledger(
+    tmp_path: Path, state: Path
+) -> None:
+    """The tombstone still in the file says so, with the state directory lost."""
+    src, into = _reference(tmp_path / "memory.jsonl"), tmp_path / "me.jsonl"
+    import_mcp_memory(src, into)
+    _forget_one_and_compact(into, "Graduated in 2019", days_later=1)
+    assert StateDir(state).import_ledger(into).is_file()
+    StateDir(state).import_ledger(into).unlink()
+    size = into.stat().st_size
+    again = import_mcp_memory(src, into)
+    assert (again.appended, again.forgotten) == (0, 1)
+    assert into.stat().st_size == size
+
+
+def test_the_cli_says_what_was_forgotten_since(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, into = _reference(tmp_path / "memory.jsonl"), tmp_path / "me.jsonl"
+    assert main(["import", "--from", "mcp-memory", str(src), str(into)]) == 0
+    _forget_one_and_compact(into, "Graduated in 2019", days_later=365)
+    capsys.readouterr()
+    assert main(["import", "--from", "mcp-memory", str(src), str(into)]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"{into}: appended 0 entries; 6 already there; 1 forgotten since an earlier import "
+        "(not imported again)\n"
+    )
 
 
 def test_a_bad_line_stops_the_import_naming_file_line_and_key(

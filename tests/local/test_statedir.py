@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync import Memory, StateDir, recall, sync_once
+from memsync import Memory, StateDir, import_mcp_memory, recall, sync_once
 from memsync.hub.compaction import compact_memory
 from memsync.hub.state import install_token, pass_lock, resolve_replica, set_retired
 from memsync.hub.transports.localdir import LocalDirTransport
@@ -35,6 +35,7 @@ PINNED = {
     "codec_marker": "sync/notes/nas.codec",
     "merge_index": "index/me.jsonl-2a7db0fa168e955e.sqlite",
     "recall_index": "recall/me.jsonl-7c885f29a6a89125.sqlite",
+    "import_ledger": "imports/me.jsonl-2a7db0fa168e955e.keys",
 }
 
 
@@ -53,6 +54,7 @@ def _named(state: StateDir, path: Path = FILE) -> dict[str, Path]:
         "codec_marker": state.codec_marker("notes", "nas"),
         "merge_index": state.merge_index(path),
         "recall_index": state.recall_index(path),
+        "import_ledger": state.import_ledger(path),
     }
 
 
@@ -78,6 +80,7 @@ def test_every_file_is_under_the_root_and_distinct() -> None:
     # One file name in two folders: never one index for both.
     assert other["merge_index"] != named["merge_index"]
     assert other["recall_index"] != named["recall_index"]
+    assert other["import_ledger"] != named["import_ledger"]
 
 
 def test_a_long_file_name_is_cut_to_40_characters_and_keyed_by_its_path() -> None:
@@ -145,6 +148,11 @@ def test_every_file_memsync_writes_there_is_one_it_names(tmp_path: Path) -> None
     )
     if fts5_available():
         assert [h.text for h in recall(mem.path, "owner", state_dir=os.fspath(root))]
+    graph = tmp_path / "graph.jsonl"
+    graph.write_text(
+        '{"type": "entity", "name": "memsync", "entityType": "tool", "observations": ["x"]}\n'
+    )
+    assert import_mcp_memory(graph, mem.path, state_dir=state).appended == 1
     named = set(_named(state, mem.path).values())
     found = {
         p
