@@ -17,7 +17,8 @@ A committed file is complete: unlike a file being appended to (rule 1), a last l
 without its "\\n" is a line, not a write in progress. What cannot be merged without losing
 something of THEIRS is refused with one line (`MemsyncError`), and git then reports a
 conflict: a bad line (rule 4) or a line that looks like a credential in THEIRS that OURS
-does not hold, or a header of another format (rule 2).
+does not hold, a header of another format (rule 2), or a side that is no memory file at
+all (lines, but no header and no valid record: JSON Lines of something else).
 """
 
 from __future__ import annotations
@@ -108,6 +109,17 @@ def _check_theirs(lines: list[bytes], held: set[bytes], label: str) -> None:
             )
 
 
+def _require_memory(lines: list[bytes], label: str) -> None:
+    """Refuse a side that holds lines but neither a header nor a valid record: not a
+    memory file (a JSON Lines file of something else matched by `*.jsonl`), whose lines
+    a memory merge would not keep (git's own merge must decide, as a conflict)."""
+    for n, raw in enumerate(lines, 1):
+        if type(classify(raw, source=label, line_no=n)) in (Record, Header):
+            return
+    if any(raw.strip() for raw in lines):
+        raise MemsyncError(f"{label}: not a memory file (no header and no valid record)")
+
+
 def _chunks(lines: list[bytes], skip: set[bytes], label: str) -> list[tuple[str, int, list[bytes]]]:
     """`lines` without those in `skip`, as chunks of consecutive lines that keep their line
     numbers (for the messages)."""
@@ -141,6 +153,8 @@ def merge_three(base: bytes, ours: bytes, theirs: bytes, *, name: str = "memory"
     """
     label, ours_label = f"{name} (theirs)", f"{name} (ours)"
     base_lines, ours_lines, theirs_lines = _lines(base), _lines(ours), _lines(theirs)
+    _require_memory(ours_lines, ours_label)
+    _require_memory(theirs_lines, label)
     ours_set = set(ours_lines)
     dropped = set(base_lines) - ours_set
     _check_theirs(theirs_lines, ours_set | dropped, label)

@@ -203,6 +203,14 @@ def test_another_format_is_refused() -> None:
         merge_three(b"", as_file([HEADER]), other + as_file([line(X, 0)]))
 
 
+def test_a_json_lines_file_that_is_no_memory_is_refused() -> None:
+    """`*.jsonl` also matches other JSON Lines: a side without a header or a valid record
+    is left to git, so that a line THEIRS removed is not kept by a memory merge."""
+    base = b'{"event": "a"}\n{"event": "b"}\n'
+    with pytest.raises(MemsyncError, match=r"^log\.jsonl \(ours\): not a memory file"):
+        merge_three(base, base + b'{"event": "c"}\n', b'{"event": "a"}\n', name="log.jsonl")
+
+
 def test_a_last_line_without_newline_is_a_line_in_a_commit() -> None:
     base = as_file([HEADER])
     merged = merge_three(base, base + line(X, 0), base + line(Y, 1))
