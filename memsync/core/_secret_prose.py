@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import re
 
-from memsync.core._secret_shapes import _BACKTICK_PW, _CLI_PW, _PIN, _PROSE_PW, _WIFI, _classes
+from memsync.core._secret_shapes import (
+    _BACKTICK_PW,
+    _CLI_PW,
+    _GENERATED_IN_PROSE,
+    _PIN,
+    _PROSE_PW,
+    _WIFI,
+    _classes,
+)
 from memsync.core._secret_values import _SPLIT_PARTS, _TRAILING, _is_placeholder, _overlaps
 
 # `mysql -u root -pS3cret`: the password is glued to "-p" ("-p" alone prompts for it, "-P" is
@@ -123,21 +131,46 @@ def _backtick_password(text: str, low: str, spans: list[tuple[int, int]], found:
 # `_prose_secret`, which refuses words, counts, versions and dates: the sentence around a
 # credential word is almost always about the credential, not one.
 _PW_WORD = r"pass(?:word|wd|phrase)?|pass[ \t]+phrase|pwd|pw"
-# Every branch starts with "p" or "c": the regex engine then scans for those two letters
-# only. "code" and "combination" count after one of `_CODE_OWNERS` ("the door code is").
-_CODE_WORD = r"passcode|pin(?:[ \t]+(?:code|number))?|code|combination"
-_CODE_OWNERS = frozenset(
-    ("door", "alarm", "gate", "garage", "keypad", "lock", "safe", "entry", "access", "security")
-)
+# Every branch starts with "p", "c", "t", "s" or "k": the regex engine scans for those
+# letters only. "code", "combination", "key" and "phrase" count after one of their owners
+# ("the door code is", "the API key is", "the seed phrase is"), "token" and "secret" alone.
+_CODE_WORD = r"passcode|pin(?:[ \t]+(?:code|number))?|codes?|combination"
+_CREDENTIAL_WORD = r"token|secret|key|phrase"
+# fmt: off
+_OWNERS = {
+    "code": frozenset(
+        (
+            "door", "alarm", "gate", "garage", "keypad", "lock", "safe", "entry", "access",
+            "security", "recovery", "backup", "2fa", "mfa",
+        )
+    ),
+    "key": frozenset(
+        (
+            "api", "access", "secret", "encryption", "private", "signing", "license",
+            "licence", "master", "product", "decryption", "aes", "hmac",
+        )
+    ),
+    "phrase": frozenset(("seed", "recovery", "mnemonic", "backup")),
+}
+# fmt: on
+_OWNERS["codes"] = _OWNERS["combination"] = _OWNERS["code"]
 _PROSE_PW_RE = re.compile(
-    r"(?<![a-z0-9_@.-])(?:(?P<pw>" + _PW_WORD + r")|(?P<code>" + _CODE_WORD + r"))s?"
+    r"(?<![a-z0-9_@.-])(?:(?P<pw>" + _PW_WORD + r")|(?P<code>" + _CODE_WORD + r")"
+    r"|(?P<tok>" + _CREDENTIAL_WORD + r"))s?"
     r"(?:[ \t]+(?:for|to|of|on)[ \t]+(?:[^\s:=`'\"“]+[ \t]+){0,3}?[^\s:=`'\"“]+)?"
-    r"(?P<op>[ \t]+(?:is|was)(?:[ \t]*:)?[ \t]*|[ \t]*[:=][ \t]*|[ \t]+(?=['\"“]))"
+    r"(?P<op>[ \t]+(?:is|was|are)(?:[ \t]*:)?[ \t]*|[ \t]*[:=][ \t]*|[ \t]+(?=['\"“]))"
 )
+# "log in as admin with password S3cure!Pass": a password name, a space, a value that must
+# then mix 3 character classes (a separate pattern: as an alternative operator of the one
+# above, a bare space would end its "for <words>" part too early).
+_SPACED_PW_RE = re.compile(r"(?<![a-z0-9_@.-])(?P<pw>password|passwd|passphrase|pwd|pw)[ \t]+")
 _PROSE_SECRET_VALUE_RE = re.compile(
     r"\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'|“(?P<cq>[^”\n]+)”|(?P<bare>[^\s\"'`“]+)"
 )
-_DIGITS_CODE = re.compile(r"[0-9]{4,12}#?|[0-9]{2,4}(?:-[0-9]{2,4}){1,3}")
+_DIGITS_CODE = re.compile(
+    r"[0-9]{4,12}#?|[0-9]{2,4}(?:-[0-9]{2,4}){1,3}"
+    r"|(?=[A-Za-z-]*[0-9])(?=[0-9-]*[A-Za-z])[A-Za-z0-9]{4,5}(?:-[A-Za-z0-9]{4,5}){2,4}"
+)
 _NOT_A_VALUE = re.compile(
     r"v?[0-9]+(?:\.[0-9]+)+[a-z]*"  # a version, a voltage: "2.31.0", "3.3V"
     r"|[0-9]{4}-[0-9]{2}-[0-9]{2}.*"  # a date
@@ -147,15 +180,20 @@ _UNIT_AFTER = re.compile(
     r"[ \t]*(?:\+|-|or|to)?[ \t]*(?:digits?|characters?|chars?|letters?|numbers?|words?"
     r"|days?|hours?|minutes?|weeks?|months?|years?|times?|attempts?|tries)\b"
 )
+_CLAUSE_END = re.compile(r"[ \t]*(?:[.!;,)]|\Z)")
+_APP_PASSWORD = re.compile(r"[a-z]{4}(?: [a-z]{4}){3}(?![A-Za-z0-9])")
+_HEX = re.compile(r"(?:0x)?[0-9a-f]{16,}")
+_WORDS_AND_A_NUMBER = re.compile(r"(?=.*-[0-9]+(?:-|\Z))[a-z]+(?:-[a-z0-9]+){3,}")
 
 
 def _prose_secret(value: str, quoted: bool, code: bool) -> bool:
     """Given the value after "the passphrase is" (`code`: after "my PIN is", "the door code
     is"), return True when it reads as the credential itself.
 
-    A PIN or code is 4-12 digits (or digit groups: "12-34-56"). A quoted password is 6+
-    characters and not a single lowercase word ('hidden' in the UI); several words in quotes
-    are a passphrase. A bare password is 6+ characters with two character classes or all
+    A PIN or code is 4-12 digits, or digit groups ("12-34-56"), or a recovery code's
+    groups ("7F3K-9QX2-LM4P"). A quoted password is 6+ characters and not a single
+    lowercase word ('hidden' in the UI: see `_prose_secrets`); several words in quotes are
+    a passphrase. A bare password is 6+ characters with two character classes or all
     digits, and is not a word, a count ("12+chars"), a version, a date or a Wi-Fi term.
     """
     if code:
@@ -171,6 +209,8 @@ def _prose_secret(value: str, quoted: bool, code: bool) -> bool:
         return False
     if value.isdigit():
         return True  # "the password is 739155"
+    if _WORDS_AND_A_NUMBER.fullmatch(value):
+        return True  # "correct-horse-battery-staple-42", a passphrase
     if _classes(value) < 2 or value.isalpha():
         return False  # a word ("randomly", "Bitwarden")
     parts = [p.strip(_TRAILING) for p in _SPLIT_PARTS.split(value)]
@@ -180,35 +220,103 @@ def _prose_secret(value: str, quoted: bool, code: bool) -> bool:
     return not any(len(p) >= 4 and p.isalpha() and p.islower() for p in parts)
 
 
+def _token_value(value: str, quoted: bool, phrase: bool) -> bool:
+    """Given the value after "the API key is" / "the token is" / "the seed phrase is",
+    return True when it looks generated (`_looks_random`, or 16+ hex digits) or, after a
+    seed or recovery phrase, is a quoted list of 12+ words."""
+    if phrase:
+        return quoted and len(value.split()) >= 12
+    if len(value) < 8 or _is_placeholder(value):
+        return False
+    if _HEX.fullmatch(value.lower()) and not value.isdigit():
+        return True
+    parts = [p.strip(_TRAILING) for p in _SPLIT_PARTS.split(value)]
+    if any(len(p) >= 4 and p.isalpha() and p.islower() for p in parts):
+        return False
+    return _classes(value) >= 3 or (len(value) >= 16 and _classes(value) >= 2 and _digits(value))
+
+
+def _digits(value: str) -> bool:
+    return any(c.isdigit() for c in value)
+
+
+def _owner_ok(low: str, start: int, word: str) -> bool:
+    """Whether the credential word at `start` has the owner its kind needs ("door" before
+    "code"): always for words without an owner table."""
+    owners = _OWNERS.get(word)
+    if owners is None:
+        return True
+    before = low[max(0, start - 14) : start].split()
+    return bool(before) and before[-1] in owners
+
+
 def _prose_secrets(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
-    """Add "password in prose" for "the passphrase is: x7!Qz#9$Lm&" and "PIN or access code"
-    for "my PIN is 4821", when the value reads as one (`_prose_secret`)."""
-    for m in _PROSE_PW_RE.finditer(low):
+    """Add "password in prose" for "the passphrase is: x7!Qz#9$Lm&", "PIN or access code"
+    for "my PIN is 4821" and "secret in prose" for "the API key is Xk29fLq8Zp03Vm71Rt55",
+    when the value reads as one (`_prose_secret`, `_token_value`). Without "is", ":" or
+    "=" ("log in with password S3cure!Pass") a bare value must mix 3 character classes."""
+    for m in (*_PROSE_PW_RE.finditer(low), *_SPACED_PW_RE.finditer(low)):
         v = _PROSE_SECRET_VALUE_RE.match(text, m.end())
         if v is None or _overlaps(m.start(), v.end(), spans):
             continue
-        code = m["code"] is not None
-        if m["code"] in ("code", "combination"):
-            before = low[max(0, m.start() - 10) : m.start()].split()
-            if not before or before[-1] not in _CODE_OWNERS:
-                continue  # "the exit code is 3", "the error code is 0x8007"
-        bare_pass = m["pw"] == "pass"
-        if bare_pass and ":" not in m["op"] and "=" not in m["op"]:
-            continue  # "the test pass is ...": only "pass: <value>" names a password
+        groups = m.groupdict()
+        code, tok = groups.get("code"), groups.get("tok")
+        word: str = m["pw"] or code or tok or ""
+        if not _owner_ok(low, m.start(), word):
+            continue  # "the exit code is 3", "the sort key is name"
+        op = groups.get("op") or ""
+        spaced = not op.strip()  # "password S3cure!Pass", "password 'S3cr3t!x'"
         quoted = v["dq"] or v["sq"] or v["cq"]
+        if word == "pass" and ":" not in op and "=" not in op:
+            continue  # "the test pass is ...": only "pass: <value>" names a password
+        if m["pw"] and not quoted and low.endswith("app ", 0, m.start()):
+            app = _APP_PASSWORD.match(text, m.end())
+            if app:  # a Google app password: "abcd efgh ijkl mnop"
+                found.add(_PROSE_PW)
+                spans.append((m.start(), app.end()))
+                continue
         if quoted:
             value = quoted.strip()
         else:
             value = v["bare"]
+            stripped = value.rstrip(_TRAILING)
             # Sentence punctuation ends a value only when what is left still reads as one:
             # "hunter22." is "hunter22", "p@55w0rd!!" keeps its "!!".
-            stripped = value.rstrip(_TRAILING)
-            if stripped != value and _prose_secret(stripped, False, code):
+            if stripped != value and _prose_secret(stripped, False, code is not None):
                 value = stripped
         if not value or _UNIT_AFTER.match(text, v.end()):
             continue  # "the PIN is 1234 digits"? a length, not a PIN
-        if bare_pass and not quoted and _classes(value) < 3:
+        if spaced and not quoted and (code or tok or _classes(value) < 3 or len(value) < 8):
             continue
-        if _prose_secret(value, bool(quoted), code):
+        if word == "pass" and not quoted and _classes(value) < 3:
+            continue
+        if tok:
+            stripped = value.rstrip(_TRAILING)
+            if _token_value(stripped if not quoted else value, bool(quoted), word == "phrase"):
+                found.add(_GENERATED_IN_PROSE)
+                spans.append((m.start(), v.end()))
+            continue
+        single_word = quoted and value.isalpha() and value.islower() and len(value) >= 6
+        if m["pw"] and single_word and _CLAUSE_END.match(text, v.end()):
+            ok = True  # "The password is 'letmein'." (but 'hidden' in the UI is prose)
+        else:
+            ok = _prose_secret(value, bool(quoted), code is not None)
+        if ok:
             found.add(_PIN if code else _PROSE_PW)
             spans.append((m.start(), v.end()))
+
+
+# `curl -u admin:S3cr3tPass https://...`: a password after the user name of -u/--user.
+_CURL_USER_RE = re.compile(
+    r"(?<![\w.-])curl\b[^\n|;&]*?[ \t](?:-u|--user)(?:[ \t]+|=)[\"']?[^\s:\"'$]+:"
+    r"(?P<v>[^\s\"'@]+)"
+)
+
+
+def _curl_password(text: str, spans: list[tuple[int, int]], found: set[str]) -> None:
+    """Add "password on a command line" for `curl -u user:password`."""
+    for m in _CURL_USER_RE.finditer(text):
+        value = m["v"].rstrip(_TRAILING)
+        if len(value) >= 4 and not _is_placeholder(value) and not _overlaps(*m.span(), spans):
+            found.add(_CLI_PW)
+            spans.append(m.span())

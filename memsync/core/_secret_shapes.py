@@ -23,6 +23,7 @@ _WIFI = "Wi-Fi password"
 _BACKTICK_PW = "password in backticks"
 _PROSE_PW = "password in prose"
 _PIN = "PIN or access code"
+_GENERATED_IN_PROSE = "secret in prose"
 
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
@@ -292,6 +293,7 @@ SECRET_KINDS = (
     _BACKTICK_PW,
     _PROSE_PW,
     _PIN,
+    _GENERATED_IN_PROSE,
 )
 """Every name `find_secrets` can return, in the order it returns them."""
 _ORDER = {name: i for i, name in enumerate(SECRET_KINDS)}

@@ -54,6 +54,12 @@ Decisions on borderline values (pinned by tests/core/test_secrets.py):
   e-mailed", "was changed on 2024-03-01"). A PIN or code is 4-12 digits. A trailing
   sentence mark is dropped only when what is left still reads as one ("hunter22." but
   "p@55w0rd!!"). `tests/core/test_secret_prose.py` pins both corpora.
+- A token, secret or key given in prose ("the API key for the weather service is
+  Xk29fLq8Zp03Vm71Rt55", "TOTP secret is JBSWY3DPEHPK3PXP") is reported when the value looks
+  generated (as after "key: ", or 16+ hex digits); "key" and "phrase" count only after a
+  word naming a credential ("API key", "seed phrase"), so "the sort key is (scope, id)"
+  and "the key is idempotency" pass. Recovery and backup codes ("7F3K-9QX2-LM4P") are
+  codes; `curl -u user:password` is a password on a command line.
 - memsync's own hub key (`msk1-` and 43 base64url characters, as `memsync key show`
   prints it) is a credential wherever it appears (issue 24, item 5).
 """
@@ -68,6 +74,7 @@ import msgspec
 
 from memsync.core._secret_prose import (
     _backtick_password,
+    _curl_password,
     _mysql_password,
     _prose_secrets,
     _wifi_password,
@@ -276,7 +283,19 @@ def find_secrets(text: str) -> list[str]:
             _wifi_password(text, low, spans, found)
         if "`" in text and ("pass" in low or "pw" in low):
             _backtick_password(text, low, spans, found)
-    if "pass" in low or "pw" in low or "pin" in low or "code" in low or "combination" in low:
+    if "-u" in text and "curl" in text:
+        _curl_password(text, spans, found)
+    if (
+        "pass" in low
+        or "pw" in low
+        or "pin" in low
+        or "code" in low
+        or "combination" in low
+        or "token" in low
+        or "secret" in low
+        or "key" in low
+        or "phrase" in low
+    ):
         _prose_secrets(text, low, spans, found)
     return sorted(found, key=_ORDER.__getitem__)
 

@@ -8,7 +8,9 @@ import pytest
 
 from memsync.core.secrets import find_secrets
 
-PW, PIN = "password in prose", "PIN or access code"
+PW, PIN, GEN = "password in prose", "PIN or access code", "secret in prose"
+CLI = "password on a command line"
+SEED = "abandon ability able about above absent absorb abstract absurd abuse access accident"
 
 PROSE_SECRETS = [
     ("the passphrase is: x7!Qz#9$Lm&", PW),
@@ -39,6 +41,22 @@ PROSE_SECRETS = [
     ("the alarm code is 0815", PIN),
     ("the safe combination is 12-34-56", PIN),
     ("The garage code was 2580, now changed.", PIN),
+    ("ssh root@10.0.0.5 with password Tr0ub4dor&3", PW),
+    ("log in as admin with password S3cure!Pass", PW),
+    ("user bob, password Qwerty!234", PW),
+    ("the master password is correct-horse-battery-staple-42", PW),
+    ("The password is 'letmein'", PW),
+    ("The app password is abcd efgh ijkl mnop", PW),
+    ("the recovery code is 7F3K-9QX2-LM4P", PIN),
+    ("2FA backup codes: 8842-1193, 5531-0098", PIN),
+    ("The token is 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c", GEN),
+    ("my api key is 9d8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b", GEN),
+    ("The API key for the weather service is Xk29fLq8Zp03Vm71Rt55", GEN),
+    ("the secret is s3cr3t-V4lue!", GEN),
+    ("TOTP secret is JBSWY3DPEHPK3PXP", GEN),
+    ("the encryption key is 0x4f3c2a1b9e8d7c6b5a4f3e2d1c0b9a8f", GEN),
+    (f"the seed phrase is '{SEED}'", GEN),
+    ("curl -u admin:S3cr3tPass https://api.example.com", CLI),
 ]
 
 ORDINARY = [
@@ -112,6 +130,30 @@ ORDINARY = [
     "the access code is emailed 10 minutes before the call",
     "Her password is the name of her first dog, she said.",
     "the password was reset; use the link (expires 24h).",
+    "The secret is to retry with backoff!",
+    "the key is idempotency: retries must be safe.",
+    "The token is refreshed every 15 minutes.",
+    "the API key is in the team vault (see wiki).",
+    "the sort key is (scope, created_at); ties break by id.",
+    "The primary key is id; the foreign key is user_id.",
+    "The key: never commit .env files!",
+    "token: see `gh auth token` output",
+    "The secret sauce is caching: 90% hit rate.",
+    "the access key is rotated quarterly",
+    "The recovery code is printed once; store it offline.",
+    "the seed phrase is 12 words long",
+    "Keyboard shortcut: Ctrl+Shift+P opens the palette!",
+    "monkey-patching is fine in tests; pass it `tmp_path`.",
+    'curl -u "$USER:$TOKEN" https://api.example.com',
+    "curl -u admin https://example.com prompts for the password",
+    "log in with password manager autofill, not by hand!",
+    "the password of the day is in the SOC channel",
+    "our passphrase rules: 4+ words, no names!",
+    "Password rotation: every 90 days, enforced by AD.",
+    "The pw field maps to `password` in the API.",
+    "The token budget is 200000 per request.",
+    "the api key header is X-Api-Key (case-insensitive).",
+    "The private key is in ~/.ssh/id_ed25519, never copied.",
 ]
 
 

@@ -495,6 +495,11 @@ SECRETS: list[tuple[str, str, str]] = [
     ("passphrase-prose", "the passphrase is: x7!Qz#9$Lm&", "password in prose"),
     ("pin-prose", "my pin is 4821", "PIN or access code"),
     (
+        "api-key-prose",
+        "The API key for the weather service is Xk29fLq8Zp03Vm71Rt55",
+        "secret in prose",
+    ),
+    (
         "memsync-key",
         "the hub key is msk1-" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9f",
         "memsync hub key",
