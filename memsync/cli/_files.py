@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -50,9 +51,26 @@ __all__ = [
 # Commands of the core: add, forget, show, prompt, check
 
 
+_KEY_LIKE = re.compile(r"[A-Za-z0-9+/_=-]{43,}")
+"""A run as long as a 32-byte key in base64 (43+) or hex (64): only then is the config read
+to compare with this machine's hub keys (reading it costs more than the rest of `add`)."""
+
+
+def _own_keys_if_key_like(args: argparse.Namespace) -> tuple[str, ...]:
+    """This machine's hub keys in every printed form, when the entry holds a run that could
+    be one (issue 24, item 5; `msk1-...` is refused by the secret shapes in any case)."""
+    blob = "\n".join([args.text, args.scope, args.source or "", *args.tag])
+    if not _KEY_LIKE.search(blob):
+        return ()
+    from memsync.cli._keys import config_or_default
+    from memsync.config.wiring import own_key_forms
+
+    return own_key_forms(config_or_default(None))
+
+
 def cmd_add(args: argparse.Namespace) -> int:
     require_memory_target(args.file)  # never JSON appended to notes.txt (issue 24, item 6)
-    mem = Memory.open(args.file)
+    mem = Memory.open(args.file, refused=_own_keys_if_key_like(args))
     entry = mem.add_record(
         args.kind,
         args.text,

@@ -42,7 +42,12 @@ def test_add_refuses_the_key_as_key_show_prints_it(
     text = f"the hub key is {printed_key}"
     assert main(["add", str(me), "--kind", "fact", "--text", text]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("memsync: refusing to store what looks like a secret (memsync hub key)")
+    assert err.startswith("memsync: refusing to store")
+    assert "hub key" in err
+    # Any memsync key, configured here or not, is a secret shape (`memsync check` too).
+    other = "msk1-" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9f"
+    assert main(["add", str(me), "--kind", "fact", "--text", f"key {other}"]) == 2
+    assert "(memsync hub key)" in capsys.readouterr().err
     assert printed_key not in err
     assert not me.exists() or printed_key.encode() not in me.read_bytes()
 
@@ -79,3 +84,15 @@ def test_remember_refuses_this_machines_key_in_every_form(printed_key: str, tmp_
         assert reply.startswith("memsync: refusing to store")
         assert key.hex() not in reply
     assert [e.text for e in Memory(path).view().entries] == ["Keys rotate yearly."]
+
+
+def test_add_refuses_this_machines_key_in_base64_and_hex(
+    printed_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = load_keyring(tmp_path / "cfg" / "keys").current
+    me = tmp_path / "me.jsonl"
+    for text in (f"b64 {base64.b64encode(key).decode()}", f"hex {key.hex()}"):
+        assert main(["add", str(me), "--kind", "fact", "--text", text]) == 2
+        assert "memsync's own hub key" in capsys.readouterr().err
+    assert main(["add", str(me), "--kind", "fact", "--text", "a" * 64]) == 0
+    assert [e.text for e in Memory(me).view().entries] == ["a" * 64]
