@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memsync.core.compaction import compact_lines
@@ -23,6 +23,7 @@ from memsync.core.lines import classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
 from memsync.errors import MemsyncError, UnsupportedFormat
+from tests.helpers.examples import examples
 from tests.helpers.reference import reference_view
 from tests.helpers.strategies import BAD_LINES, HEADER, NOW, T0, line_soups
 
@@ -101,6 +102,7 @@ def histories(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
     return as_file(base), sides[0], sides[1]
 
 
+@settings(max_examples=examples(0.5))  # three merges and maybe two compactions each
 @given(histories())
 def test_the_merge_has_the_view_of_the_union(history: tuple[bytes, bytes, bytes]) -> None:
     """The merged file's view is the reference view of OURS and THEIRS together, at every
