@@ -177,3 +177,49 @@ def test_a_bad_line_from_the_other_side_is_a_conflict_that_keeps_both(
     # Nothing is lost: git keeps both versions for the person to settle.
     assert "From B." in env.git(b, "show", f":2:{MEMORY}").stdout
     assert "{this is not json" in env.git(b, "show", f":3:{MEMORY}").stdout
+
+
+def _machine(tmp: Path, repo: Path, hub: Path, name: str) -> Path:
+    config = tmp / f"{name}.toml"
+    config.write_text(
+        f'state_dir = "{tmp / f"state-{name}"}"\nreplica = "{name}"\n'
+        f'[[memory]]\nname = "me"\npath = "{repo / MEMORY}"\n'
+        f'[[remote]]\nname = "nas"\nurl = "{hub}"\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_a_memory_under_git_syncs_through_a_hub_too(env: Env, tmp_path: Path) -> None:
+    """The same file is a git-tracked file and a configured memory with a folder hub: the
+    lines the hub brought and the lines git brings are one set (byte-identical copies are
+    one line), so pulls merge without conflict or repeats, and a sync after git replaced
+    the file changes nothing."""
+    _, a, b = _start(env, tmp_path)
+    nas = tmp_path / "nas"
+    nas.mkdir(mode=0o700)
+    cfg_a, cfg_b = _machine(tmp_path, a, nas, "a"), _machine(tmp_path, b, nas, "b")
+    env.memsync(a, "sync", "--config", str(cfg_a))
+    env.memsync(b, "sync", "--config", str(cfg_b))
+    env.add(a, "A wrote this on its own machine.")
+    env.memsync(a, "sync", "--config", str(cfg_a))
+    env.commit(a, "a")
+    env.git(a, "push", "-q", "origin", "main")
+    env.add(b, "B wrote this on its own machine.")
+    env.memsync(b, "sync", "--config", str(cfg_b))  # brings A's line through the hub
+    env.commit(b, "b, with what the hub brought")
+    union = env.view(b, a / MEMORY, b / MEMORY)
+    pulled = env.git(b, "pull", "--no-rebase", "--no-edit", "origin", "main")
+    assert "CONFLICT" not in pulled.stdout + pulled.stderr
+    assert env.view(b) == union
+    lines = (b / MEMORY).read_bytes().splitlines()
+    assert len(lines) == len(set(lines)), "a line twice"
+    env.git(b, "push", "-q", "origin", "main")
+    env.memsync(a, "sync", "--config", str(cfg_a))  # B's line, through the hub
+    env.commit(a, "a, with what the hub brought")
+    env.git(a, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
+    assert env.view(a) == union
+    for repo, cfg in ((a, cfg_a), (b, cfg_b)):
+        env.memsync(repo, "sync", "--config", str(cfg))
+        assert env.git(repo, "status", "--porcelain").stdout == ""
+        assert env.view(repo) == union
