@@ -125,6 +125,7 @@ class PassBase:
         # issue 12: hub lines <-> local lines (memsync.hub.codec); plain unless encrypt = true
         self.codec = codec if codec is not None else PlainCodec(remote, memory)
         self.t, self.replica, self.now = transport, replica, now
+        self.state_dir = state_dir
         self.state_path = state_dir.sync_state(memory, remote)
         self.state = SyncState.load(self.state_path)
         if self.state.replica != replica:

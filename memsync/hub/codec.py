@@ -39,7 +39,7 @@ from pathlib import Path
 from memsync.errors import HubKeyMismatch, KeyFileError
 from memsync.hub.crypto import SCHEME, LineCipher
 from memsync.hub.keys import Keyring, load_keyring
-from memsync.hub.state import SyncState, install_token
+from memsync.hub.state import SyncState, install_token, replace_done, save_replace_intent
 from memsync.hub.transports import Transport
 from memsync.local.fresh import header_line, now_us
 from memsync.local.statedir import StateDir
@@ -141,6 +141,11 @@ class PlainCodec:
         does not authenticate) as they are."""
         return lines
 
+    def unauthenticated(self, lines: list[bytes]) -> list[int]:
+        """The indexes of the hub `lines` that do not authenticate under this machine's
+        keys (a plain hub has no such lines; a header or a blank line is none)."""
+        return []
+
     def decode(
         self, where: str, first_line: int, lines: list[bytes], bad: list[BadDict]
     ) -> list[Chunk]:
@@ -220,6 +225,7 @@ class PlainCodec:
             current = found or PLAIN
             if current != self.identity:
                 new, dropped = self._reencoded(lines, current, where, install_token(state_dir))
+                save_replace_intent(state_dir, memory, self.remote, new)  # issue 24
                 t.replace(memory, own, new)
                 logger.warning(
                     "%s: rewritten %s (was %s)%s",
@@ -233,6 +239,7 @@ class PlainCodec:
         state.own_size, state.own_tail, state.own_generation = None, "", None
         state.pushed, state.peers = None, {}
         state.save(state_dir.sync_state(memory, self.remote))
+        replace_done(state_dir, memory, self.remote)
         atomic_replace(state_dir.prepared(marker), (self.identity + "\n").encode())
 
     def _reencoded(
@@ -315,6 +322,15 @@ class EncryptedCodec(PlainCodec):
             plain = None if raw.startswith(_HEAD) else self._decrypt(raw)
             out.append(raw if plain is None else plain)
         return out
+
+    def unauthenticated(self, lines: list[bytes]) -> list[int]:
+        return [
+            i
+            for i, raw in enumerate(lines)
+            if raw.strip()
+            and not (raw.startswith(_HEAD) and _header_identity_or_unknown(raw))
+            and self._decrypt(raw) is None
+        ]
 
     def decode(
         self, where: str, first_line: int, lines: list[bytes], bad: list[BadDict]

@@ -32,7 +32,14 @@ from memsync.core.watermarks import (
 from memsync.errors import MemsyncError
 from memsync.hub._pass import HUB_TAIL_BYTES, READ_BYTES, b64
 from memsync.hub.codec import PlainCodec
-from memsync.hub.state import SyncState, install_token, pass_lock, retired
+from memsync.hub.state import (
+    SyncState,
+    install_token,
+    pass_lock,
+    replace_done,
+    retired,
+    save_replace_intent,
+)
 from memsync.hub.transports import Transport
 from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
 from memsync.local.fileindex import DigestStore
@@ -233,10 +240,16 @@ def compact_own_hub_file(
                 return None
             # Nothing to drop, but many small S3 segments: the same bytes as one segment.
             # Peers keep their offsets (same header token, same bytes before them).
+            save_replace_intent(state_dir, memory, remote, data)
             transport.replace(memory, own, data)
+            replace_done(state_dir, memory, remote)
             return size, size
+        # Crash-safe by construction (issue 24): a kill or a lost reply after the replace,
+        # before the state below is saved, leaves a file the next pass knows is ours.
+        save_replace_intent(state_dir, memory, remote, new)
         transport.replace(memory, own, new)
         state.own_size, state.own_tail = len(new), b64(new[-HUB_TAIL_BYTES:])
         state.own_generation = generation
         state.save(state_dir.sync_state(memory, remote))
+        replace_done(state_dir, memory, remote)
         return size, len(new)

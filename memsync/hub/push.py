@@ -27,14 +27,21 @@ from memsync.hub._pass import (
     PUSH_CHUNK_BYTES,
     READ_BYTES,
     PassBase,
+    _generation,
     _is_record,
     b64,
 )
+from memsync.hub.state import matching_intent, replace_done, replace_intents
 from memsync.local.fileindex import Cursor, cursor_at, cursor_valid
 from memsync.local.merge import withheld_json
 from memsync.local.storage import read_chunks
 
 __all__ = ["PushPass"]
+
+_FORGED = (
+    "does not authenticate under this machine's keys, in our own hub file: written by no "
+    "memsync holding our key (altered in the hub); never merged or pushed"
+)
 
 
 class PushPass(PassBase):
@@ -118,25 +125,53 @@ class PushPass(PassBase):
             return self._rewritten(size, "its bytes before our last write changed")
         st.own_hub_generation = self._own_listed
         if size > st.own_size:
-            # More than we know of: our own write whose answer was lost (every line is one
-            # of our local records), or someone else's (a clash).
-            extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
-            lines, end = split_complete(extra)
-            lines = self.codec.plain_lines(lines)  # issue 12: judged as records, not ciphertext
-            if self._foreign(lines)[0]:
-                raise self._clash(f"{size - st.own_size} bytes appeared that we did not write")
-            self.hub.add(map(line_digest, lines), self.now)
-            st.own_size, st.own_tail = (
-                st.own_size + end,
-                b64((tail + extra[:end])[-HUB_TAIL_BYTES:]),
-            )
+            self._appended(size, tail)
         return st.own_size
 
+    def _appended(self, size: int, tail: bytes) -> None:
+        """Our hub file holds more than we know of (`tail`: the bytes before): our own
+        write whose answer was lost (every line is one of our local records), someone
+        else's (a clash), or, in an encrypted hub, lines that do not authenticate under
+        our keys: written by no memsync holding them, reported as bad lines (issue 24)."""
+        st = self.state
+        assert st.own_size is not None
+        extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
+        lines, end = split_complete(extra)
+        forged = set(self.codec.unauthenticated(lines))
+        if forged:
+            first = self._lines_before(st.own_size) + 1
+            for i in sorted(forged):
+                self.report.bad.append(
+                    {"file": self.where(self.own), "line": first + i, "reason": _FORGED}
+                )
+        lines = [raw for i, raw in enumerate(lines) if i not in forged]
+        lines = self.codec.plain_lines(lines)  # issue 12: judged as records, not ciphertext
+        if self._foreign(lines)[0]:
+            raise self._clash(f"{size - st.own_size} bytes appeared that we did not write")
+        self.hub.add(map(line_digest, lines), self.now)
+        st.own_size, st.own_tail = (
+            st.own_size + end,
+            b64((tail + extra[:end])[-HUB_TAIL_BYTES:]),
+        )
+
+    def _lines_before(self, offset: int) -> int:
+        """How many lines our hub file holds before `offset` (a rare path: bad lines)."""
+        count, done = 0, 0
+        while done < offset:
+            block = self.t.read(self.memory, self.own, done, min(READ_BYTES, offset - done))
+            if not block:
+                break
+            count += block.count(b"\n")
+            done += len(block)
+        return count
+
     def _rewritten(self, size: int, what: str) -> int:
-        """Our hub file is not as we left it. If every record in it is one of our local
-        records, it is our own rewrite whose end we did not see (a crash or a lost reply
-        right after the replace of its compaction, issue 13 item 9): take it as it is.
-        Otherwise another machine writes it: a clash."""
+        """Our hub file is not as we left it. Ours only if a replace of ours whose end we
+        did not see (a kill or a lost reply right after the replace of hub compaction or of
+        a key change, issue 13 item 9) wrote it: the intent saved before that replace says
+        so by size and digest, whatever the local file holds now (issue 24). Anything else
+        is a clash, another machine writing it; or, in an encrypted hub, lines that do not
+        authenticate under our keys, which no memsync holding them wrote."""
         blocks: list[bytes] = []
         done = 0
         while done < size:
@@ -145,14 +180,30 @@ class PushPass(PassBase):
                 break
             blocks.append(block)
             done += len(block)
-        lines, _ = split_complete(b"".join(blocks))
-        lines = self.codec.plain_lines(lines)
-        if self._foreign(lines)[0]:
+        data = b"".join(blocks)
+        intent = matching_intent(replace_intents(self.state_dir, self.memory, self.remote), data)
+        if intent is None:
+            forged = self.codec.unauthenticated(split_complete(data)[0])
+            if forged:
+                raise TransportError(
+                    f"{self.where(self.own)}: our hub file was rewritten ({what}) and holds "
+                    f"{len(forged)} line(s) that do not authenticate under this machine's "
+                    f"keys, the first at line {forged[0] + 1}: written by no memsync holding "
+                    "our key (altered in the hub). Restore the file; or delete it, and the "
+                    "sync state of this remote in the state directory, to push all again"
+                )
             raise self._clash(what)
+        mine = data[: intent.size]
+        lines, _ = split_complete(mine)
         st = self.state
-        st.own_size, st.own_tail = self._adopt(0, size)
-        st.own_hub_generation = self._own_listed
-        self.hub.add(map(line_digest, lines), self.now)
+        st.own_size, st.own_tail = intent.size, b64(mine[-HUB_TAIL_BYTES:])
+        st.own_generation = _generation(mine)
+        st.own_hub_generation = None  # checked by its bytes from now on
+        self.hub.add(map(line_digest, self.codec.plain_lines(lines)), self.now)
+        st.save(self.state_path)  # the intents are spent only once this is saved
+        replace_done(self.state_dir, self.memory, self.remote)
+        if size > intent.size:
+            self._appended(size, mine[-HUB_TAIL_BYTES:])
         return st.own_size
 
     def _learn_own(self, begin: int, end: int) -> None:

@@ -5,6 +5,7 @@ or duplicated record (DESIGN.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets as _random
 import socket
@@ -23,11 +24,16 @@ from memsync.local.storage import atomic_replace, private_dirs
 
 __all__ = [
     "PeerState",
+    "ReplaceIntent",
     "SyncState",
     "install_token",
+    "matching_intent",
     "pass_lock",
+    "replace_done",
+    "replace_intents",
     "resolve_replica",
     "retired",
+    "save_replace_intent",
     "set_retired",
 ]
 
@@ -147,3 +153,57 @@ def retired(state_dir: StateDir) -> set[str]:
 def set_retired(state_dir: StateDir, names: set[str]) -> None:
     """Record the replicas to forget (`memsync forget-replica`, and `--undo`)."""
     atomic_replace(state_dir.prepared(state_dir.retired), json.dumps(sorted(names)).encode())
+
+
+# Replaces of our own hub file (issue 24, "the wedge")
+
+_INTENTS_KEPT = 8
+
+
+@dataclass(frozen=True)
+class ReplaceIntent:
+    """What a replace of our own hub file leaves there: its size and the SHA-256 of its
+    bytes. Saved before the replace (hub compaction, a change of key or mode), forgotten
+    once the pass's state records the new file."""
+
+    size: int
+    sha256: str
+
+    @classmethod
+    def of(cls, data: bytes) -> ReplaceIntent:
+        return cls(len(data), hashlib.sha256(data).hexdigest())
+
+
+def replace_intents(state_dir: StateDir, memory: str, remote: str) -> list[ReplaceIntent]:
+    """The replaces of our own hub file begun and not yet recorded, newest first."""
+    try:
+        doc = json.loads(state_dir.replace_intents(memory, remote).read_text(encoding="utf-8"))
+        return [ReplaceIntent(int(d["size"]), str(d["sha256"])) for d in doc][::-1]
+    except (FileNotFoundError, ValueError, TypeError, KeyError):
+        return []
+
+
+def save_replace_intent(state_dir: StateDir, memory: str, remote: str, data: bytes) -> None:
+    """Record, durably, that our own hub file is about to become `data`: a crash (or a lost
+    reply) after the replace and before the state is saved then leaves a file that is known
+    to be ours, whatever the local file holds by the next pass. Call it under the pass lock,
+    before the replace."""
+    kept = replace_intents(state_dir, memory, remote)[::-1][-(_INTENTS_KEPT - 1) :]
+    doc = [asdict(i) for i in [*kept, ReplaceIntent.of(data)]]
+    path = state_dir.prepared(state_dir.replace_intents(memory, remote))
+    atomic_replace(path, json.dumps(doc).encode())
+
+
+def replace_done(state_dir: StateDir, memory: str, remote: str) -> None:
+    """The pass's state now records our hub file as it is: the intents are spent. Call it
+    only after that state is saved."""
+    state_dir.replace_intents(memory, remote).unlink(missing_ok=True)
+
+
+def matching_intent(intents: list[ReplaceIntent], data: bytes) -> ReplaceIntent | None:
+    """The intent whose bytes `data` (our hub file, read whole) begins with, or None: then
+    no replace of ours wrote it. Longer than the intent: appended to since (checked apart)."""
+    for intent in intents:
+        if intent.size <= len(data) and ReplaceIntent.of(data[: intent.size]) == intent:
+            return intent
+    return None

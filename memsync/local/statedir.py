@@ -18,6 +18,7 @@ the root itself.
     <remote>.hub.sqlite        digests of the lines the hub holds (`fileindex.DigestStore`)
     <remote>.lock              one sync pass (or hub compaction) at a time, across processes
     <remote>.codec             what our own hub file was last written with (plain or a key id)
+    <remote>.replacing         intents: size and digest of each replace of our hub file begun
   index/<name>-<key>.sqlite  a memory file's merge index (`fileindex.FileIndex`)
   recall/<name>-<key>.sqlite a memory file's full-text recall index (`fulltext.TextIndex`)
   imports/<name>-<key>.keys  the keys `memsync import` found or put in a memory file
@@ -134,6 +135,11 @@ class StateDir:
         """What our own hub file was last written with: `plain` or a key id
         (`memsync.hub.codec`)."""
         return self._under("sync", memory, f"{remote}.codec")
+
+    def replace_intents(self, memory: str, remote: str) -> Path:
+        """What each replace of our own hub file begun and not yet recorded in the pass's
+        state will leave there: size and digest (`memsync.hub.state.ReplaceIntents`)."""
+        return self._under("sync", memory, f"{remote}.replacing")
 
     # Per memory file on this machine
 

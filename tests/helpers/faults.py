@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 
 from memsync.errors import TransportError
 from memsync.hub.transports import RemoteFile, Transport
 
-__all__ = ["AckLost", "BeforeFirstWrite"]
+__all__ = ["AckLost", "BeforeFirstWrite", "KilledAfterReplace"]
 
 
 class AckLost:
@@ -69,6 +71,38 @@ class BeforeFirstWrite:
 
     def replace(self, folder: str, name: str, data: bytes) -> None:
         self.inner.replace(folder, name, data)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class KilledAfterReplace:
+    """A `Transport` passing every call to `inner` (its optional capabilities too), whose
+    process kills itself with SIGKILL right after a `replace` of a file named `name` lands:
+    kill -9 between the rename and anything the caller would do next (save its state)."""
+
+    def __init__(self, inner: Transport, name: str) -> None:
+        self.inner, self.name = inner, name
+
+    def __getattr__(self, attr: str) -> object:
+        return getattr(self.inner, attr)
+
+    def list_files(self, folder: str) -> list[RemoteFile]:
+        return self.inner.list_files(folder)
+
+    def size(self, folder: str, name: str) -> int | None:
+        return self.inner.size(folder, name)
+
+    def read(self, folder: str, name: str, offset: int, limit: int) -> bytes:
+        return self.inner.read(folder, name, offset, limit)
+
+    def write_at(self, folder: str, name: str, offset: int, data: bytes) -> int:
+        return self.inner.write_at(folder, name, offset, data)
+
+    def replace(self, folder: str, name: str, data: bytes) -> None:
+        self.inner.replace(folder, name, data)
+        if name == self.name:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def close(self) -> None:
         self.inner.close()

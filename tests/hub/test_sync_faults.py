@@ -725,25 +725,9 @@ def test_an_empty_hub_is_said_to_be_new_or_not_mounted_not_a_clone(
     assert report["error"] is None
 
 
-def test_a_crash_right_after_compacting_our_hub_file_is_not_taken_for_a_clone(
-    tmp_path: Path, hub: Path
-) -> None:
-    """Issue 13, item 9, through the command line: our hub file rewritten smaller (as its
-    compaction does) while the state still describes the old file, as after a kill -9
-    between the replace and the save. Every record in it is ours: adopted, no clash."""
-    laptop = make_replica(tmp_path, "laptop", str(hub))
-    mem = laptop.memory()
-    kept = mem.add("fact", "Kept.")
-    gone = mem.add("fact", "Forgotten.")
-    laptop.sync()
-    own = hub_file(hub, laptop)
-    lines = own.read_bytes().splitlines(keepends=True)
-    own.write_bytes(b"".join(x for x in lines if gone.id.encode() not in x))
-    mem.add("fact", "After the compaction.")
-    (report,) = laptop.sync()
-    assert report["error"] is None
-    assert kept.id.encode() in own.read_bytes()
-    assert b"After the compaction." in own.read_bytes()
+# Issue 13 item 9 (a crash right after our own hub file's replace, not a clone) is tested
+# with a real process killed after the rename, and without the guess on local records
+# this test once relied on, in tests/hub/test_own_replace.py (issue 24).
 
 
 # --- names that are no replica (issue 13, items 16 and 20) --------------------------------
