@@ -230,7 +230,12 @@ def agents_md(name: str, text: str) -> list[Found]:
     out = _Paragraphs(name)
     fence: str | None = None
     comment = ours = False
-    for n, line in enumerate(_lines(text), 1):
+    lines = _lines(text)
+    try:
+        _, start = _frontmatter(lines, name)  # the draft v1.1 frontmatter: no memory
+    except MemsyncError:
+        start = 0  # a lone "---" first: a thematic break
+    for n, line in enumerate(lines[start:], start + 1):
         if fence is not None:
             if line.strip().startswith(fence):
                 fence = None

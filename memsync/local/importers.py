@@ -348,6 +348,8 @@ def vendor_records(
         if not src.is_dir():
             code = errno.ENOTDIR if src.exists() else errno.ENOENT
             raise OSError(code, os.strerror(code), str(src))
+        if (src / "memory").is_dir() and not any(src.glob("*.md")):
+            src = src / "memory"  # the project's folder was given, not its memory folder
         files = sorted(p for p in src.iterdir() if p.suffix == ".md" and p.is_file())
         found = [
             item

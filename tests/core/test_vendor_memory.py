@@ -127,3 +127,11 @@ def test_ids_depend_on_what_the_entry_says_only() -> None:
     assert entry_id("gemini-md", "fact", "global", "x") != entry_id(
         "agents-md", "fact", "global", "x"
     )
+
+
+def test_agents_md_frontmatter_is_no_memory() -> None:
+    """The draft AGENTS.md v1.1 frontmatter (`description`, `tags`) is skipped."""
+    text = "---\ndescription: Web app\ntags: [web]\n---\n## Build\n- Run make.\n"
+    assert [(f.where, f.text, f.tags) for f in agents_md("A.md", text)] == [
+        ("A.md:6", "Run make.", ("agents-md", "Build"))
+    ]

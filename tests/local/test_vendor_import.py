@@ -66,6 +66,12 @@ def test_two_machines_make_the_same_records(tmp_path: Path, fmt: str) -> None:
     }
 
 
+def test_the_project_folder_is_read_as_its_memory_folder(tmp_path: Path) -> None:
+    folder = _sources(tmp_path)["claude-auto-memory"]
+    result = import_vendor("claude-auto-memory", folder.parent, tmp_path / "me.jsonl")
+    assert result.appended == EXPECTED["claude-auto-memory"]
+
+
 def test_what_was_forgotten_stays_forgotten_and_new_memories_come_in(tmp_path: Path) -> None:
     src = _sources(tmp_path)["gemini-md"]
     into = tmp_path / "me.jsonl"
