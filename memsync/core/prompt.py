@@ -18,6 +18,7 @@ __all__ = [
     "kept_at_most",
     "render_prompt",
     "scope_matches",
+    "too_long_for",
 ]
 
 PROMPT_KIND_ORDER = ("preference", "avoid", "lesson", "fact", "source")
@@ -86,6 +87,7 @@ def _heading(e: PromptEntry) -> str:
 
 
 _BY_PERSON = " (said by the person)"
+_LONGEST_HEADING = len("## ") + max(map(len, _TITLES.values())) + len(_BY_PERSON) + 1
 
 
 def _order(e: PromptEntry) -> tuple[int, bool, float, int, str]:
@@ -106,9 +108,12 @@ def render_prompt(
     person's entries (`source: "user"`) first within a kind under a heading that says so,
     then by confidence (highest first), age and id. Each entry is one line, its scope and
     text rendered by `memsync.core.render` (SEMANTICS rule 17): plain, or escaped as
-    Markdown with `markdown`. Only the headings say that the person said an entry. With `max_chars`, the lowest-confidence entries are dropped first (inferred
-    before user, older before newer on ties) until the block fits, and a last line says
-    how many were left out. An empty memory renders as an empty string.
+    Markdown with `markdown`. Only the headings say that the person said an entry.
+
+    With `max_chars`: an entry too long for any block of that size (`too_long_for`) is
+    passed over, and the lowest-confidence entries are dropped first (inferred before
+    user, older before newer on ties) until the block fits; a last line says how many were
+    left out and why. An empty memory renders as an empty string.
 
     Cost with `max_chars`: one sort of the matching entries by drop order, then lines
     rendered only for the entries kept (and the few needed to see where the budget ends):
@@ -118,7 +123,9 @@ def render_prompt(
     of `entries` in drop order (`drop_rank`). No block holds more than
     `kept_at_most(max_chars)` entries, so a caller may pass only that many of the last to
     drop, and count the others here, as left out: the block is the same (the memory of
-    a million entries need not be held to render a few dozen).
+    a million entries need not be held to render a few dozen). Entries `too_long_for`
+    the budget are counted apart in the block's last line, so the caller passes every
+    one of them, and counts none in `more`.
 
     Raises:
         ValueError: `more` with fewer matching entries than `kept_at_most(max_chars)`.
@@ -136,26 +143,31 @@ def render_prompt(
     # Dropping one more entry always shrinks the block (a line of 3 characters or more
     # goes, the count's line grows by 1 at most), so the first entry that does not fit
     # ends the walk; only keeping all of them (no "left out" line) can fit again.
+    # An entry too long for any block (issue 24, item 12: one 30,000-character fact emptied
+    # a 20,000-character block) is set aside first, and named in the last line.
     keep_order = sorted(matching, key=_drop_key, reverse=True)
+    fitting = [e for e in keep_order if not too_long_for(e, max_chars, markdown=markdown)]
+    too_long = len(keep_order) - len(fitting)
     n = len(keep_order) + more
     kept: list[PromptEntry] = []
     lines: dict[int, str] = {}
     headings: set[str] = set()
     body = 0
-    for k, e in enumerate(keep_order, 1):
+    for k, e in enumerate(fitting, 1):
         line = line_of(e)
         heading = _heading(e)
         grown = body + len(line) + 1 + (0 if heading in headings else len(heading) + 1)
         left = n - k
-        tail = len(_left_out(left)) + 1 if left else 0
+        tail = len(_left_out(left - too_long, too_long)) + 1 if left else 0
         if len(_HEAD) + grown + tail > max_chars:
             if (
                 left == 0
                 or more
-                or not _rest_fits(keep_order[k - 1 :], headings, body, max_chars, markdown)
+                or too_long
+                or not _rest_fits(fitting[k - 1 :], headings, body, max_chars, markdown)
             ):
                 break  # with `more`, everything is more than `kept_at_most`: it cannot fit
-            kept = keep_order  # everything fits, with no "left out" line
+            kept = fitting  # everything fits, with no "left out" line
             lines = {id(x): line_of(x) for x in kept}
             break
         kept.append(e)
@@ -163,8 +175,18 @@ def render_prompt(
         headings.add(heading)
         body = grown
     chosen = sorted(kept, key=_order)
-    block = _render(chosen, [lines[id(e)] for e in chosen], n - len(chosen))
+    block = _render(chosen, [lines[id(e)] for e in chosen], n - len(chosen) - too_long, too_long)
     return block[:max_chars]
+
+
+def too_long_for(entry: PromptEntry, max_chars: int, *, markdown: bool = False) -> bool:
+    """Whether `entry` does not fit in a block of `max_chars` even on its own (the head,
+    its heading and its line): such an entry is set aside, and the block says so, rather
+    than end the packing at it (issue 24, item 12)."""
+    # A line is at most twice its strings (Markdown escapes, JSON quotes) plus its marks.
+    if 2 * (len(entry.text) + len(entry.scope)) + 16 + len(_HEAD) + _LONGEST_HEADING < max_chars:
+        return False
+    return len(_HEAD) + len(_heading(entry)) + 1 + len(_line(entry, markdown)) + 1 > max_chars
 
 
 def _rest_fits(
@@ -201,9 +223,17 @@ def kept_at_most(max_chars: int) -> int:
 _HEAD = "# Memory\n"
 
 
-def _left_out(count: int) -> str:
-    noun = "entry" if count == 1 else "entries"
-    return f"({count} lower-confidence {noun} left out to fit the budget)"
+def _left_out(lower: int, too_long: int = 0) -> str:
+    """The block's last line: how many entries were left out, and why."""
+    lower_ones = f"{lower} lower-confidence {_noun(lower)}"
+    if not too_long:
+        return f"({lower_ones} left out to fit the budget)"
+    why = f"{too_long} {_noun(too_long)} too long for the budget"
+    return f"({why} and {lower_ones} left out)" if lower else f"({why} left out)"
+
+
+def _noun(count: int) -> str:
+    return "entry" if count == 1 else "entries"
 
 
 def _size(entries: Sequence[PromptEntry], lines: Sequence[str]) -> int:
@@ -214,9 +244,11 @@ def _size(entries: Sequence[PromptEntry], lines: Sequence[str]) -> int:
     return len(_HEAD) + sum(len(h) + 1 for h in headings) + sum(len(x) + 1 for x in lines)
 
 
-def _render(entries: Sequence[PromptEntry], lines: Sequence[str], left_out: int) -> str:
+def _render(
+    entries: Sequence[PromptEntry], lines: Sequence[str], left_out: int, too_long: int = 0
+) -> str:
     out: list[str] = []
-    if entries or left_out:
+    if entries or left_out or too_long:
         out.append(_HEAD[:-1])
     heading = None
     for e, text in zip(entries, lines, strict=True):
@@ -224,6 +256,6 @@ def _render(entries: Sequence[PromptEntry], lines: Sequence[str], left_out: int)
             heading = _heading(e)
             out.append(heading)
         out.append(text)
-    if left_out:
-        out.append(_left_out(left_out))
+    if left_out or too_long:
+        out.append(_left_out(left_out, too_long))
     return "\n".join(out) + "\n" if out else ""

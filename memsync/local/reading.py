@@ -20,6 +20,7 @@ from memsync.core.prompt import (
     kept_at_most,
     render_prompt,
     scope_matches,
+    too_long_for,
 )
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
@@ -257,6 +258,11 @@ def prompt_of(
         return render_prompt(entries, scope, max_chars, markdown=markdown)
     limit = kept_at_most(max_chars)
     best: list[tuple[tuple[float, bool, int, str], bytes, Record]] = []
+    # Entries too long for any block are passed over by the block (and named), so they
+    # must not take the heap's places of entries that fit: only lines long enough to be
+    # one are decoded: a rendered line is at most twice its JSON (Markdown escapes) plus
+    # its brackets, and the heading, the head and the "left out" line take under 250.
+    too_long: list[PromptEntry] = []
     matching = 0
     for rec, raw in zip(records, raws, strict=True):
         if rec.deleted:
@@ -265,13 +271,19 @@ def prompt_of(
         if not scope_matches(f.scope, scope):
             continue
         matching += 1
+        if 2 * len(raw) + 256 > max_chars:
+            entry = _prompt_entry(rec, raw)
+            if too_long_for(entry, max_chars, markdown=markdown):
+                too_long.append(entry)
+                continue
         rank = drop_rank(f.confidence, rec.user, rec.ts, rec.id)  # unique: one record an id
         if len(best) < limit:
             heapq.heappush(best, (rank, raw, rec))
         elif rank > best[0][0]:
             heapq.heapreplace(best, (rank, raw, rec))
-    entries = [_prompt_entry(rec, raw) for _, raw, rec in best]
-    return render_prompt(entries, scope, max_chars, more=matching - len(entries), markdown=markdown)
+    entries = [_prompt_entry(rec, raw) for _, raw, rec in best] + too_long
+    more = matching - len(entries)
+    return render_prompt(entries, scope, max_chars, more=more, markdown=markdown)
 
 
 def _prompt_entry(rec: Record, raw: bytes) -> PromptEntry:

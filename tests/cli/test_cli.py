@@ -514,3 +514,24 @@ def test_help_says_what_now_and_scope_take(capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert "RFC 3339" in out
     assert "--scope" in out
+
+
+def test_prompt_packs_what_fits_past_an_entry_too_long(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24, item 12: `prompt --max-chars 20000` on three short lessons (0.9) and one
+    30,000-character fact (1.0) printed only "# Memory" and "4 ... left out"."""
+    path = tmp_path / "m.jsonl"
+    lessons = b"".join(
+        entry_line(
+            f"l{i}", f"2026-11-0{i + 1}T00:00:00Z", f"lesson {i}", kind="lesson", confidence=0.9
+        )
+        for i in range(3)
+    )
+    path.write_bytes(HEADER + lessons + entry_line("big", "2026-11-05T00:00:00Z", "x" * 30_000))
+    status, out, _ = run(capsys, "prompt", path, "--max-chars", "20000")
+    assert status == 0
+    assert out == (
+        "# Memory\n## Lessons\n- lesson 0\n- lesson 1\n- lesson 2\n"
+        "(1 entry too long for the budget left out)\n"
+    )

@@ -15,6 +15,7 @@ from memsync.core.prompt import (
     kept_at_most,
     render_prompt,
     scope_matches,
+    too_long_for,
 )
 from memsync.core.records import KINDS
 
@@ -187,10 +188,17 @@ def test_max_chars_drops_the_lowest_confidence_first_and_says_how_many() -> None
     for budget in range(60, len(full)):
         out = render_prompt(entries, max_chars=budget)
         assert len(out) <= budget
+        # Entries too long for a block of their own are set aside, and counted apart.
+        too_long = [x for x in entries if too_long_for(x, budget)]
+        fitting = [x for x in by_confidence if x not in too_long]
         kept = [x for x in entries if x.text in out]
-        dropped = [x for x in entries if x.text not in out]
-        assert dropped, budget
-        match = re.search(r"\((\d+) lower-confidence entr(?:y|ies) left out", out)
+        dropped = [x for x in entries if x.text not in out and x not in too_long]
+        match = re.search(r"\((\d+) entr(?:y|ies) too long", out)
+        if out.endswith(")\n"):
+            assert (int(match.group(1)) if match else 0) == len(too_long), out
+        if not dropped or not out.endswith(")\n"):
+            continue  # none dropped, or not even the count fits: the block is cut
+        match = re.search(r"(\d+) lower-confidence entr(?:y|ies) left out", out)
         assert match is not None, out
         assert int(match.group(1)) == len(dropped)
         # Only the least confident go: every kept entry is at least as confident as every
@@ -199,7 +207,7 @@ def test_max_chars_drops_the_lowest_confidence_first_and_says_how_many() -> None
             assert min(x.confidence for x in kept) >= max(x.confidence for x in dropped)
         # Exactly the first ones of the documented drop order (lowest confidence first;
         # inferred before user, older before newer on ties).
-        assert {x.id for x in dropped} == {x.id for x in by_confidence[: len(dropped)]}
+        assert {x.id for x in dropped} == {x.id for x in fitting[: len(dropped)]}
 
 
 @pytest.mark.parametrize("budget", [1, 5, 10, 20, 40])
@@ -258,20 +266,28 @@ def test_control_characters_are_folded_out_of_the_block(text: str) -> None:
 
 
 def _fewest_drops_reference(entries: list[PromptEntry], budget: int) -> int:
-    """How many entries the block drops, found by rendering every candidate (slow, simple)."""
-    order = sorted(entries, key=lambda x: (x.confidence, x.user, x.ts, x.id))
-    for dropped in range(len(entries) + 1):
+    """How many entries the block drops, found by rendering every candidate (slow, simple):
+    entries that do not fit in a block of their own are set aside first (issue 24, item
+    12), then the lowest in drop order go until the block fits."""
+    long = [x for x in entries if len(render_prompt([x])) > budget]
+    order = sorted(
+        (x for x in entries if x not in long), key=lambda x: (x.confidence, x.user, x.ts, x.id)
+    )
+    for dropped in range(len(order) + 1):
         gone = {x.id for x in order[:dropped]}
-        kept = [x for x in entries if x.id not in gone]
+        kept = [x for x in order if x.id not in gone]
         text = render_prompt(kept)
-        if dropped:
-            noun = "entry" if dropped == 1 else "entries"
+        lower = f"{dropped} lower-confidence {'entry' if dropped == 1 else 'entries'}"
+        if long:
+            why = f"{len(long)} {'entry' if len(long) == 1 else 'entries'} too long for the budget"
             text = (text or "# Memory\n") + (
-                f"({dropped} lower-confidence {noun} left out to fit the budget)\n"
+                f"({why} and {lower} left out)\n" if dropped else f"({why} left out)\n"
             )
+        elif dropped:
+            text = (text or "# Memory\n") + f"({lower} left out to fit the budget)\n"
         if len(text) <= budget:
             return dropped
-    return len(entries)
+    return len(order)
 
 
 def test_the_budget_drops_the_fewest_entries_that_make_it_fit() -> None:
@@ -280,10 +296,10 @@ def test_the_budget_drops_the_fewest_entries_that_make_it_fit() -> None:
     full = render_prompt(entries)
     for budget in range(1, len(full) + 2):
         expected = _fewest_drops_reference(entries, budget)
-        if expected == len(entries):
+        if expected == len([x for x in entries if not too_long_for(x, budget)]):
             continue  # nothing fits: the block is cut at the budget
         out = render_prompt(entries, max_chars=budget)
-        match = re.search(r"\((\d+) lower-confidence", out)
+        match = re.search(r"(\d+) lower-confidence", out)
         assert (int(match.group(1)) if match else 0) == expected, budget
 
 
@@ -308,17 +324,28 @@ _entries = st.lists(
 )
 
 
+def _left_out_line(dropped: int, long: int) -> str:
+    """The block's last line as the docstring words it (issue 24, item 12)."""
+    lower = f"{dropped} lower-confidence {'entry' if dropped == 1 else 'entries'}"
+    if not long:
+        return f"({lower} left out to fit the budget)\n"
+    why = f"{long} {'entry' if long == 1 else 'entries'} too long for the budget"
+    return f"({why} and {lower} left out)\n" if dropped else f"({why} left out)\n"
+
+
 def _reference(entries: list[PromptEntry], scope: str | None, max_chars: int) -> str:
-    """Drop the lowest entry (confidence, inferred before user, older, id) one at a time
-    and render again, until the block fits: what render_prompt promises, done slowly."""
+    """Set aside the entries that do not fit in a block of their own, then drop the
+    lowest entry (confidence, inferred before user, older, id) one at a time and render
+    again, until the block fits: what render_prompt promises, done slowly."""
     matching = [e for e in entries if scope_matches(e.scope, scope)]
-    order = sorted(matching, key=lambda e: (e.confidence, e.user, e.ts, e.id))
+    long = [e for e in matching if len(render_prompt([e], scope)) > max_chars]
+    order = sorted(
+        (e for e in matching if e not in long), key=lambda e: (e.confidence, e.user, e.ts, e.id)
+    )
     for dropped in range(len(order) + 1):
         block = render_prompt(order[dropped:], scope)
-        if dropped:
-            noun = "entry" if dropped == 1 else "entries"
-            line = f"({dropped} lower-confidence {noun} left out to fit the budget)\n"
-            block = (block or "# Memory\n") + line
+        if dropped or long:
+            block = (block or "# Memory\n") + _left_out_line(dropped, len(long))
         if len(block) <= max_chars:
             return block
     return block[:max_chars]
@@ -335,11 +362,17 @@ def test_the_budget_keeps_what_dropping_the_lowest_one_by_one_keeps(
 def test_the_last_entries_to_drop_and_a_count_give_the_same_block(
     entries: list[PromptEntry], scope: str | None, max_chars: int
 ) -> None:
-    """Property: passing only the `kept_at_most(max_chars)` entries dropped last, with
-    the others counted in `more`, renders the block all of them render."""
+    """Property: passing only the `kept_at_most(max_chars)` entries dropped last and
+    those too long for any block, with the others counted in `more`, renders the block
+    all of them render."""
     matching = [e for e in entries if scope_matches(e.scope, scope)]
+    long = [e for e in matching if too_long_for(e, max_chars)]
     limit = kept_at_most(max_chars)
-    top = sorted(matching, key=lambda e: drop_rank(e.confidence, e.user, e.ts, e.id))[-limit:]
+    ranked = sorted(
+        (e for e in matching if e not in long),
+        key=lambda e: drop_rank(e.confidence, e.user, e.ts, e.id),
+    )
+    top = ranked[-limit:] + long
     more = len(matching) - len(top)
     assert render_prompt(top, scope, max_chars, more=more) == render_prompt(
         entries, scope, max_chars
@@ -349,3 +382,23 @@ def test_the_last_entries_to_drop_and_a_count_give_the_same_block(
 def test_more_without_enough_entries_is_refused() -> None:
     with pytest.raises(ValueError, match="kept_at_most"):
         render_prompt([e("a", "x")], max_chars=30, more=5)
+
+
+def test_one_entry_too_long_for_the_budget_does_not_empty_the_block() -> None:
+    """Issue 24, item 12: three short lessons (0.9) and one 30,000-character fact (1.0)
+    in 20,000 characters gave only "# Memory" and "4 ... left out". What fits is packed in
+    the documented order, and the last line says what was left out and why."""
+    entries = [e(f"l{i}", f"short lesson {i}", kind="lesson", confidence=0.9) for i in range(3)]
+    entries.append(e("big", "x" * 30_000, kind="fact", confidence=1.0))
+    out = render_prompt(entries, max_chars=20_000)
+    assert all(f"short lesson {i}" in out for i in range(3))
+    assert "xxx" not in out
+    assert out.splitlines()[-1] == "(1 entry too long for the budget left out)"
+    # Beside lower-confidence entries that are dropped to fit, each count says why.
+    many = [e(f"m{i}", "y" * 50, kind="fact", confidence=0.5, ts=i) for i in range(10)]
+    out = render_prompt(entries + many, max_chars=300)
+    assert "short lesson 0" in out
+    left = out.splitlines()[-1]
+    assert left.startswith("(1 entry too long for the budget and ")
+    assert left.endswith(" lower-confidence entries left out)")
+    assert len(out) <= 300
