@@ -28,7 +28,7 @@ from memsync.errors import UsageError
 from memsync.local.located import check_files, located_view
 from memsync.local.memory import Memory
 from memsync.local.reading import no_gc, prompt_of
-from memsync.local.targets import require_memory_target
+from memsync.local.targets import require_memory_target, same_file
 
 # What the agents' everyday commands (add, forget, show, prompt, check) do not need is
 # imported inside the commands that do: the merge's SQLite index, the config (pydantic),
@@ -235,8 +235,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from memsync.local.statedir import StateDir
 
     sources = existing(args.sources)
-    if any(src.resolve() == args.into.resolve() for src in sources):
+    if any(src.resolve() == args.into.resolve() or same_file(src, args.into) for src in sources):
         raise UsageError(f"{args.into}: cannot merge a file into itself")
+    require_memory_target(args.into)  # never records appended to notes.txt (issue 24, item 6)
     if args.no_index:
         result = merge_files(
             args.into, sources, now=args.now, dry_run=args.dry_run, progress=args.progress
@@ -259,8 +260,9 @@ def cmd_handoff(args: argparse.Namespace) -> int:
     from memsync.local.merge import handoff
 
     [src] = existing([args.src])
-    if src.resolve() == args.dest.resolve():
+    if src.resolve() == args.dest.resolve() or same_file(src, args.dest):
         raise UsageError(f"{args.dest}: cannot hand a file off to itself")
+    require_memory_target(args.dest)  # never records appended to notes.txt (issue 24, item 6)
     selection = HandoffFilter(
         scopes=tuple(args.within),
         kinds=tuple(args.kind),

@@ -72,7 +72,7 @@ def test_import_into_its_own_source_is_refused(
     assert src.read_bytes() == before
 
 
-@pytest.mark.parametrize("command", ["add", "import", "mcp"])
+@pytest.mark.parametrize("command", ["add", "import", "mcp", "merge", "handoff"])
 def test_a_target_that_is_not_a_memory_file_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
@@ -81,10 +81,14 @@ def test_a_target_that_is_not_a_memory_file_is_refused(
     before = notes.read_bytes()
     src = tmp_path / "memory.jsonl"
     src.write_text(json.dumps(_SOURCE) + "\n")
+    me = tmp_path / "me.jsonl"
+    _memory(me)
     argv = {
         "add": ["add", str(notes), "--kind", "fact", "--text", "The build runs nightly."],
         "import": ["import", "--from", "mcp-memory", str(src), str(notes)],
         "mcp": ["mcp", str(notes)],
+        "merge": ["merge", str(me), "--into", str(notes)],
+        "handoff": ["handoff", str(me), str(notes)],
     }[command]
     assert main(argv) == 2
     _one_line_refusal(capsys, str(notes), "not a memory file", "nothing written")
@@ -112,3 +116,16 @@ def test_memory_files_in_every_shape_are_accepted(
     capsys.readouterr()
     assert looks_like_memory(empty) is True  # it has its first entry now
     assert same_file(tmp_path / "missing", tmp_path / "missing") is False
+
+
+def test_merge_into_a_hard_link_of_its_source_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    me, twin = tmp_path / "me.jsonl", tmp_path / "twin.jsonl"
+    before = _memory(me)
+    twin.hardlink_to(me)
+    assert main(["merge", str(me), "--into", str(twin)]) == 2
+    _one_line_refusal(capsys, "cannot merge a file into itself")
+    assert main(["handoff", str(me), str(twin)]) == 2
+    _one_line_refusal(capsys, "cannot hand a file off to itself")
+    assert me.read_bytes() == before
