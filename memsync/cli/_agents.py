@@ -164,7 +164,8 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="with --http: also answer requests for Host NAME[:PORT] (behind a proxy)",
+        help="with --http: also answer requests for Host NAME[:PORT] (a proxy's name, "
+        "or the name clients use with --allow-remote); repeatable",
     )
     p.set_defaults(handler=cmd_mcp)
 
