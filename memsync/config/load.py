@@ -10,6 +10,7 @@ Every mistake becomes one `ConfigError(file, key, message)` whose key is dotted 
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from memsync.config._messages import config_error
 from memsync.config.model import CompactionConfig, Config, DaemonConfig, MemoryConfig, RemoteConfig
 from memsync.errors import ConfigError
+from memsync.hub.keys import KEY_FILE_NAME
 
 __all__ = ["load_config"]
 
@@ -29,7 +31,9 @@ def load_config(path: Path | str) -> Config:
         path: the TOML file, e.g. `default_config_path()`.
 
     Returns:
-        The validated, frozen `Config`, with `~` expanded in every path.
+        The validated, frozen `Config`, with `~` expanded in every path, and `key_file`,
+        when the file leaves it out, `keys` beside the file: one rule whether the config
+        is named by `--config`, `$MEMSYNC_CONFIG` or the default path (issue 24, item 15).
 
     Raises:
         ConfigError: the file is missing or unreadable, is not valid UTF-8 TOML, or breaks a
@@ -58,10 +62,14 @@ def load_config(path: Path | str) -> Config:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(file, "", f"TOML syntax error: {exc}") from exc
     try:
-        return Config.model_validate(raw)
+        config = Config.model_validate(raw)
     except ValidationError as exc:
         # from None: pydantic's multi-line report is what this message replaces.
         raise config_error(file, exc, _known_keys) from None
+    if config.key_file is None:
+        beside = Path(os.path.abspath(path)).parent / KEY_FILE_NAME
+        config = config.model_copy(update={"key_file": beside})
+    return config
 
 
 def _known_keys(table_loc: tuple[str | int, ...]) -> list[str]:

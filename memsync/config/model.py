@@ -319,7 +319,9 @@ class Config(_Model):
     """This machine's replica id; None means one made up once and kept in `state_dir`."""
     # --- issue 12 (hub encryption): one key, see memsync/keys.py ---
     key_file: _Path | None = None
-    """The hub encryption keys (0600); None means `keys` in the config directory."""
+    """The hub encryption keys (0600). Left out of a config file: `keys` beside that file
+    (`load_config` fills it in); None only for the embedded default: `keys` in the default
+    config directory."""
     memory: Annotated[tuple[MemoryConfig, ...], BeforeValidator(_as_tuple)] = Field(
         default_factory=_default_memories, min_length=1
     )

@@ -90,8 +90,10 @@ def sync_config(
 
 
 def key_file_of(config: Config | None) -> Path:
-    """Where the keys of `config` are: its `key_file`, else `keys` in the config directory
-    (`$MEMSYNC_CONFIG`'s folder, `$XDG_CONFIG_HOME/memsync`, or `~/.config/memsync`)."""
+    """Where the keys of `config` are: its `key_file` (`load_config` puts it beside the
+    config file when the file leaves it out), else, for the embedded default (no config
+    file), `keys` in the default config directory (`$MEMSYNC_CONFIG`'s folder,
+    `$XDG_CONFIG_HOME/memsync`, or `~/.config/memsync`)."""
     if config is not None and config.key_file is not None:
         return config.key_file
     return default_config_path().parent / KEY_FILE_NAME

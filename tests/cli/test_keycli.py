@@ -87,3 +87,36 @@ def test_bad_keys_are_one_line_errors_that_do_not_echo(config_dir: Path) -> None
     assert rc == 2
     assert "no key file" in err
     assert not (config_dir / "keys").exists()
+
+
+def test_key_new_with_config_puts_the_keys_beside_that_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, item 15: `--config a/config.toml` wrote ~/.config/memsync/keys, where
+    MEMSYNC_CONFIG=a/config.toml wrote a/keys: two configs on one machine silently shared
+    one key file. One rule now, for the key commands and for the passes that use the keys."""
+    from memsync.config import load_config
+    from memsync.config.wiring import key_file_of
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("MEMSYNC_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.toml").write_text(
+            f'[[memory]]\nname = "me"\npath = "{tmp_path / name / "me.jsonl"}"\n'
+        )
+    assert run("new", "--config", "a/config.toml")[0] == 0
+    assert run("new", "--config", str(tmp_path / "b" / "config.toml"))[0] == 0
+    a, b = load_keyring(tmp_path / "a" / "keys"), load_keyring(tmp_path / "b" / "keys")
+    assert a.current != b.current
+    assert not (home / ".config" / "memsync" / "keys").exists()
+    rc, out, _ = run("show", "--config", "a/config.toml")
+    assert (rc, parse_key(out)) == (0, a.current)
+    assert key_file_of(load_config("a/config.toml")) == tmp_path / "a" / "keys"
+    # The same file through MEMSYNC_CONFIG: one rule for both ways of naming a config.
+    monkeypatch.setenv("MEMSYNC_CONFIG", str(tmp_path / "b" / "config.toml"))
+    rc, out, _ = run("show")
+    assert (rc, parse_key(out)) == (0, b.current)

@@ -147,7 +147,9 @@ def test_default_config() -> None:
 
 
 def test_empty_file_is_the_default_config(tmp_path: Path) -> None:
-    assert load_config(write(tmp_path, "")) == default_config()
+    path = write(tmp_path, "")
+    beside = default_config().model_copy(update={"key_file": path.parent / "keys"})
+    assert load_config(path) == beside  # keys beside the file read (issue 24, item 15)
 
 
 def test_minimal_file_fills_defaults(tmp_path: Path) -> None:
