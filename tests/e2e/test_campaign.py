@@ -10,15 +10,21 @@ helpers are test_daemon.py's (`Cluster`, `wait_for`, ...).
 
 from __future__ import annotations
 
+import json
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from memsync.hub.transports.s3 import S3Transport
 from memsync.local.memory import Memory
 from memsync.local.reading import view_of
 from tests.helpers.daemons import (
@@ -33,7 +39,10 @@ from tests.helpers.daemons import (
     view_ids,
     wait_for,
 )
+from tests.helpers.s3server import S3Server
 from tests.helpers.sshd import SshdServer, kill_sessions
+
+REPO = Path(__file__).resolve().parents[2]
 
 ADDS_PER_WRITER = 8
 
@@ -150,3 +159,133 @@ def test_three_daemons_writers_and_a_kill_9_converge_with_nothing_lost(
         assert node.stop() == 0, node.stderr()
     assert victim.starts == 2
     print(f"campaign took {time.monotonic() - started:.1f} s")
+
+
+# --- the wedge (issue 24): kill -9 right after our hub file's replace -----------------------
+
+
+@dataclass
+class S3Remote(Remote):
+    """A `[[remote]]` table for an s3:// hub (credentials in the daemon's environment)."""
+
+    endpoint_url: str = ""
+
+    def toml(self) -> str:
+        extra = f'endpoint_url = {json.dumps(self.endpoint_url)}\nregion = "us-east-1"\n'
+        return super().toml() + extra
+
+
+def _hub_of_kind(
+    kind: str, campaign: Cluster, request: pytest.FixtureRequest
+) -> tuple[list[Remote], dict[str, str], Callable[[Node], bytes]]:
+    """The remote of every node for a hub of `kind`, the nodes' environment, and how to
+    read a node's own hub file as a peer would."""
+    if kind == "s3":
+        s3: S3Server = request.getfixturevalue("s3_server")
+        bucket = s3.new_bucket()
+        env = {
+            **s3.env,
+            "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        t = S3Transport(bucket, "hub", client=s3.client())
+
+        def read_s3(node: Node) -> bytes:
+            name = f"{node.replica}.jsonl"
+            return t.read(MEMORY, name, 0, t.size(MEMORY, name) or 0)
+
+        remote = S3Remote("hub", f"s3://{bucket}/hub", endpoint_url=s3.endpoint)
+        return [remote], env, read_s3
+    hub = campaign.hub()
+    url = str(hub)
+    options: dict[str, Any] = {}
+    if kind == "ssh":
+        server: SshdServer = request.getfixturevalue("sshd_server")
+        url = f"ssh://{server.user}@{server.host}:{server.port}{hub}"
+        options = {"identity_file": server.client_key, "known_hosts": server.known_hosts}
+    return [Remote("hub", url, **options)], {}, lambda node: node.hub_file(hub).read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "folder",
+        pytest.param("ssh", marks=pytest.mark.integration),
+        pytest.param("s3", marks=pytest.mark.integration),
+    ],
+)
+def test_a_kill_9_after_the_hub_file_replace_then_local_compaction_does_not_wedge(
+    campaign: Cluster, request: pytest.FixtureRequest, kind: str
+) -> None:
+    """Issue 24's campaign sequence: writers on two machines; b's daemon is killed, b's
+    compaction of its memory and of its own hub file (a real process, as the daemon's
+    scheduled job) is killed with SIGKILL right after the rename; then b forgets entries
+    and compacts its local file; b's daemon starts again while the writers go on. Every
+    pass of b then said "another machine uses the replica id 'b'" and b's writes never
+    reached a. Now both converge, with every acknowledged add and every forget."""
+    remotes, env, own_hub_bytes = _hub_of_kind(kind, campaign, request)
+    a, b = (campaign.node(n, remotes, env=env, reconcile_seconds=2.0) for n in ("a", "b"))
+    for node in (a, b):
+        Memory.open(node.memory)
+    start_all(a, b)
+    writers = [Writer(node, seed) for seed, node in enumerate((a, b))]
+    for w in writers:
+        w.start()
+    # Something b's hub compaction will drop: an entry of b's, forgotten, pushed.
+    early = memsync("add", str(b.memory), "--kind", "fact", "--text", "b: soon forgotten")
+    early_id = early.stdout.strip()
+    assert memsync("forget", str(b.memory), early_id).returncode == 0
+    wait_for(
+        lambda: (
+            own_hub_bytes(b).count(early_id.encode()) >= 2 and b"soon forgotten" in own_hub_bytes(b)
+        ),
+        "b to push the entry and its tombstone",
+        timeout=30,
+    )
+    b.send(signal.SIGKILL)
+    assert b.proc is not None
+    assert b.proc.wait(timeout=10) == -signal.SIGKILL
+    before = own_hub_bytes(b)
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.helpers.kill_at_replace", str(b.config)],
+        check=False,
+        cwd=REPO,
+        env={**b.daemon_env(), "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    after = own_hub_bytes(b)
+    assert len(after) < len(before)
+    assert b"soon forgotten" not in after
+
+    # Between the kill and b's next pass: forgets, and a local compaction.
+    pushed = [json.loads(raw)["id"] for raw in after.splitlines()[1:] if b'"text"' in raw]
+    victims = [rid for rid in pushed if rid in view_ids(b.memory)][:2]
+    assert victims, "b had pushed entries of its own"
+    for rid in victims:
+        assert memsync("forget", str(b.memory), rid).returncode == 0
+    done = memsync("compact", str(b.memory), "--quiet-seconds", "0", "--config", str(b.config))
+    assert done.returncode == 0, done.stderr
+    assert not any(f'"id":"{rid}","kind"'.encode() in b.memory.read_bytes() for rid in victims)
+    b.start()
+
+    for w in writers:
+        w.join(timeout=60)
+        assert not w.is_alive(), f"{w.name} did not finish"
+        assert not w.failures, f"{w.name}: {w.failures}"
+    added = [rid for w in writers for rid in w.added]
+    forgotten = {rid for w in writers for rid in w.forgotten} | set(victims)
+    expected = sorted(set(added) - forgotten)
+
+    def converged() -> bool:
+        return all(sorted(view_ids(n.memory)) == expected for n in (a, b))
+
+    wait_for(converged, "a and b to hold every acknowledged add, forgets applied", 45)
+    assert "another machine uses the replica id" not in b.stderr()
+    for node in (a, b):
+        assert not duplicates(view_ids(node.memory))
+        assert node.stop() == 0, node.stderr()
