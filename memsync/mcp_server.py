@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
@@ -331,13 +332,18 @@ def build_server(
         text = "\n".join(lines) if lines else "no live entry matches"
         return _ok(Recalled(entries=kept, truncated=truncated), text)
 
+    # The memory's name is a file's stem ("my memory", "a{b}", "a#b?c"): percent-encoded in
+    # the URIs (RFC 3986), so that they are valid and a brace is no template parameter
+    # (issue 24, item 14: `memsync mcp 'a{b}.jsonl'` died at start).
+    where = quote(name, safe="")
+
     def _prompt_block(scope: str | None, max_chars: int) -> str:
         # Rendered again only when the file changed (LiveCache.prompt): the resource and
         # the prompt on an unchanged file cost nothing the second time.
         return live_cache(mem.path).prompt(scope, max_chars, markdown=True)
 
     @server.resource(
-        f"memsync://{name}/prompt/{{scope}}",
+        f"memsync://{where}/prompt/{{scope}}",
         name="memory-prompt",
         description="The memory block for a task in a scope (global entries included)",
         mime_type="text/markdown",
@@ -349,7 +355,7 @@ def build_server(
             raise ResourceError(f"memsync: {exc}") from exc
 
     @server.resource(
-        f"memsync://{name}/prompt/global",
+        f"memsync://{where}/prompt/global",
         name="memory-prompt-global",
         description="The memory block of the global entries (listed for hosts without templates)",
         mime_type="text/markdown",

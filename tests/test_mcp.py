@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import pytest
@@ -229,6 +231,39 @@ def test_supersede_of_the_persons_entry_needs_their_word(tmp_path: Path) -> None
             )
 
     anyio.run(scenario)
+
+
+@pytest.mark.parametrize("name", ["a{b}", "my memory", "a#b?c", "50%"])
+def test_a_memory_name_is_escaped_in_resource_uris(tmp_path: Path, name: str) -> None:
+    """Issue 24, item 14: `memsync mcp 'a{b}.jsonl'` died at start (the brace read as a
+    template parameter); `my memory.jsonl` and `a#b?c.jsonl` advertised invalid URIs."""
+    path = tmp_path / f"{name}.jsonl"
+    Memory.open(path).add("fact", "The name is escaped.")
+    server = build_server(path, path.stem, StateDir(tmp_path / "state"))
+
+    async def scenario() -> list[str]:
+        async with Client(server) as client:
+            [listed] = (await client.list_resources()).resources
+            [template] = (await client.list_resource_templates()).resource_templates
+            uris = [str(listed.uri), template.uri_template.replace("{scope}", "global")]
+            for uri in uris:
+                [content] = (await client.read_resource(uri)).contents
+                assert isinstance(content, TextResourceContents)
+                assert "The name is escaped." in content.text
+            return uris
+
+    for uri in anyio.run(scenario):
+        # RFC 3986: only unreserved, reserved and percent-encoded characters; the name is
+        # the whole authority, read back whole, with no query or fragment made of it.
+        assert re.fullmatch(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-F]{2})+", uri), uri
+        parts = urlsplit(uri)
+        assert (parts.scheme, unquote(parts.netloc), parts.path) == (
+            "memsync",
+            name,
+            "/prompt/global",
+        )
+        assert not parts.query
+        assert not parts.fragment
 
 
 def test_a_bad_kind_or_limit_is_rejected_by_the_schema(tmp_path: Path) -> None:
