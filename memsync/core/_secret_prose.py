@@ -130,7 +130,7 @@ def _backtick_password(text: str, low: str, spans: list[tuple[int, int]], found:
 # "is"/"was"/":"/"=" (or nothing before a quoted value); the value is judged by
 # `_prose_secret`, which refuses words, counts, versions and dates: the sentence around a
 # credential word is almost always about the credential, not one.
-_PW_WORD = r"pass(?:word|wd|phrase)?|pass[ \t]+phrase|pwd|pw"
+_PW_WORD = r"pass(?:word|wd|phrase)?|pass[ \t]+phrase|pwd|pw|psk"
 # Every branch starts with "p", "c", "t", "s" or "k": the regex engine scans for those
 # letters only. "code", "combination", "key" and "phrase" count after one of their owners
 # ("the door code is", "the API key is", "the seed phrase is"), "token" and "secret" alone.
@@ -158,7 +158,9 @@ _PROSE_PW_RE = re.compile(
     r"(?<![a-z0-9_@.-])(?:(?P<pw>" + _PW_WORD + r")|(?P<code>" + _CODE_WORD + r")"
     r"|(?P<tok>" + _CREDENTIAL_WORD + r"))s?"
     r"(?:[ \t]+(?:for|to|of|on)[ \t]+(?:[^\s:=`'\"“]+[ \t]+){0,3}?[^\s:=`'\"“]+)?"
-    r"(?P<op>[ \t]+(?:is|was|are)(?:[ \t]*:)?[ \t]*|[ \t]*[:=][ \t]*|[ \t]+(?=['\"“]))"
+    r"(?:[ \t]*\([^()\n]{1,30}\))?"  # "password (prod) is"
+    r"(?P<op>[ \t]+(?:is|was|are)(?:[ \t]*:)?[ \t]*|[ \t]*[:=][ \t]*|[ \t]+(?=['\"“])"
+    r"|[ \t]+(?:-|–|—|->|→|=>)[ \t]+)"
 )
 # "log in as admin with password S3cure!Pass": a password name, a space, a value that must
 # then mix 3 character classes (a separate pattern: as an alternative operator of the one
@@ -319,4 +321,41 @@ def _curl_password(text: str, spans: list[tuple[int, int]], found: set[str]) -> 
         value = m["v"].rstrip(_TRAILING)
         if len(value) >= 4 and not _is_placeholder(value) and not _overlaps(*m.span(), spans):
             found.add(_CLI_PW)
+            spans.append(m.span())
+
+
+# `docker login -u deploy -p S3cr3t!Pass`, `sshpass -p 'S3cret!x9' ssh host`.
+_LOGIN_PW_RE = re.compile(
+    r"(?<![\w.-])(?:(?:docker|podman|helm)[ \t]+(?:registry[ \t]+)?login\b[^\n|;&]*?[ \t]"
+    r"(?:-p|--password)(?:[ \t]+|=)|sshpass[ \t]+-p[ \t]*)"
+    r"(?:\"(?P<dq>[^\"\s]+)\"|'(?P<sq>[^'\s]+)'|(?P<bare>[^\s;|&`<>]+))"
+)
+# "credentials: admin / Xy7$kk2!q", "smtp login: bot@example.com / M4il!Pass", "login
+# admin:Xy7$kk2!q": a user name, "/" or ":", a password that mixes 3 character classes.
+_USER_PW_RE = re.compile(
+    r"(?<![a-z0-9_-])(?:credentials?|creds|login|log[ \t]+in)(?:[ \t]+(?:is|are)|[ \t]*[:=])?"
+    r"[ \t]*[^\s/:\"'`]+(?:[ \t]*/[ \t]*|:)(?P<v>[^\s\"'`]+)"
+)
+
+
+def _login_passwords(text: str, low: str, spans: list[tuple[int, int]], found: set[str]) -> None:
+    """Add "password on a command line" for `docker login -p <value>` and `sshpass -p
+    <value>`, and "password in prose" for a user and password pair after "credentials" or
+    "login" whose password mixes 3 character classes."""
+    if "login" in low or "sshpass" in low:
+        for m in _LOGIN_PW_RE.finditer(text):
+            value = m["dq"] or m["sq"] or m["bare"].rstrip(_TRAILING)
+            if len(value) >= 4 and not _is_placeholder(value) and not _overlaps(*m.span(), spans):
+                found.add(_CLI_PW)
+                spans.append(m.span())
+    for m in _USER_PW_RE.finditer(low):
+        value = text[m.start("v") : m.end("v")].rstrip(_TRAILING)
+        if (
+            len(value) >= 8
+            and _classes(value) >= 3
+            and "//" not in value
+            and not _is_placeholder(value)
+            and not _overlaps(*m.span(), spans)
+        ):
+            found.add(_PROSE_PW)
             spans.append(m.span())

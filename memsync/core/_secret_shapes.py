@@ -249,6 +249,35 @@ _DETECTORS = (
         valid=_is_snowflake_b64,
     ),
     _Detector(
+        "Shopify token",
+        re.compile(_B + r"shp(?:at|ca|pa|ss)_(?P<v>[a-fA-F0-9]{32})" + _E),
+        r"_(?<=\bshpat_)|_(?<=\bshpca_)|_(?<=\bshppa_)|_(?<=\bshpss_)",
+        ("shpat_", "shpca_", "shppa_", "shpss_"),
+        classes=2,
+    ),
+    _Detector(
+        "DigitalOcean token",
+        re.compile(_B + r"do[opr]_v1_(?P<v>[a-f0-9]{64})" + _E),
+        r"_(?<=\bdoo_)v1_|_(?<=\bdop_)v1_|_(?<=\bdor_)v1_",
+        ("_v1_",),
+        classes=2,
+    ),
+    _Detector(
+        "PyPI token",
+        # A macaroon: "pypi-AgE" then base64 of the "pypi.org" location and caveats.
+        re.compile(_B + r"pypi-AgE(?P<v>[A-Za-z0-9_-]{50,})"),
+        r"-(?<=\bpypi-)AgE",
+        ("pypi-AgE",),
+        classes=3,
+    ),
+    _Detector(
+        "Mailgun API key",
+        re.compile(_B + r"key-(?P<v>[0-9a-z]{32})" + _E),
+        r"-(?<=\bkey-)",
+        ("key-",),
+        classes=2,
+    ),
+    _Detector(
         "memsync hub key",
         # `memsync key show` prints a hub encryption key as msk1-<43 base64url characters>
         # (issue 24, item 5): anyone holding it reads every encrypted hub.

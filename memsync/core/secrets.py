@@ -75,6 +75,7 @@ import msgspec
 from memsync.core._secret_prose import (
     _backtick_password,
     _curl_password,
+    _login_passwords,
     _mysql_password,
     _prose_secrets,
     _wifi_password,
@@ -285,6 +286,8 @@ def find_secrets(text: str) -> list[str]:
             _backtick_password(text, low, spans, found)
     if "-u" in text and "curl" in text:
         _curl_password(text, spans, found)
+    if "-p" in text or "cred" in low or "login" in low or "log in" in low:
+        _login_passwords(text, low, spans, found)
     if (
         "pass" in low
         or "pw" in low
@@ -295,6 +298,7 @@ def find_secrets(text: str) -> list[str]:
         or "secret" in low
         or "key" in low
         or "phrase" in low
+        or "psk" in low
     ):
         _prose_secrets(text, low, spans, found)
     return sorted(found, key=_ORDER.__getitem__)

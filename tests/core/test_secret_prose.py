@@ -57,6 +57,16 @@ PROSE_SECRETS = [
     ("the encryption key is 0x4f3c2a1b9e8d7c6b5a4f3e2d1c0b9a8f", GEN),
     (f"the seed phrase is '{SEED}'", GEN),
     ("curl -u admin:S3cr3tPass https://api.example.com", CLI),
+    ("docker login -u deploy -p S3cr3t!Pass registry.example.com", CLI),
+    ("sshpass -p 'S3cret!x9' ssh pi@10.0.0.2", CLI),
+    ("credentials: admin / Xy7$kk2!q", PW),
+    ("login admin:Xy7$kk2!q on the router", PW),
+    ("smtp login: bot@example.com / M4il!Pass", PW),
+    ("the database password (prod) is Pr0d!DbPass", PW),
+    ("password (prod): Pr0d!DbPass", PW),
+    ("password - Pr0d!DbPass", PW),
+    ("password → Pr0d!DbPass", PW),
+    ("the PSK is Kx7!pQ2#vL9m", PW),
 ]
 
 ORDINARY = [
@@ -154,6 +164,20 @@ ORDINARY = [
     "The token budget is 200000 per request.",
     "the api key header is X-Api-Key (case-insensitive).",
     "The private key is in ~/.ssh/id_ed25519, never copied.",
+    "login: use SSO via Okta/Google!",
+    "credentials: see 1Password/Engineering vault",
+    "the login format is user:password (both required)",
+    "Log in with your GitHub account: OAuth2/PKCE!",
+    "docker login -p is deprecated; use --password-stdin",
+    "sshpass -p is insecure, use keys instead",
+    "Login: https://grafana.example.com/login (SSO)",
+    "password - see the team wiki",
+    "password (optional) - leave empty for SSO",
+    "the PSK is rotated yearly; ask IT.",
+    "login/logout events go to the audit log (90 days).",
+    "credentials/ is in .gitignore; never commit it!",
+    "key-value stores: Redis, etcd (v3.5), Consul.",
+    "the _v1_ suffix marks the first schema; dop_ is a prefix.",
 ]
 
 

@@ -494,6 +494,14 @@ SECRETS: list[tuple[str, str, str]] = [
     ),
     ("passphrase-prose", "the passphrase is: x7!Qz#9$Lm&", "password in prose"),
     ("pin-prose", "my pin is 4821", "PIN or access code"),
+    ("shopify", "shopify token 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", "Shopify token"),
+    ("digitalocean", "token dop_v1_" + "1a2b3c4d5e6f7a8b" * 4, "DigitalOcean token"),
+    (
+        "pypi",
+        "pypi token pypi-AgEIcHlwaS5vcmcCJGE0ZjM4YzQ4LTk2ZjQtNDVjNy05YjRlLWE0ZDk5ZGNiZjQ1Mg",
+        "PyPI token",
+    ),
+    ("mailgun", "Mailgun key key-3ax6xnjp29jd6fds4gc373sgvjxteol0", "Mailgun API key"),
     (
         "api-key-prose",
         "The API key for the weather service is Xk29fLq8Zp03Vm71Rt55",
