@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets as _random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from memsync.errors import HubKeyMismatch, KeyFileError
@@ -64,6 +64,8 @@ _READ_BYTES = 1 << 20
 _HEAD = b'{"format"'
 
 BadDict = dict[str, object]
+Adoption = Callable[[list[bytes], list[bytes]], None]
+"""A check of our own hub file's lines (as they are, and plain) before it is taken as ours."""
 Chunk = tuple[str, int, list[bytes]]
 
 
@@ -191,11 +193,22 @@ class PlainCodec:
     # Changes of mode or key
 
     def prepare(
-        self, t: Transport, memory: str, own: str, state: SyncState, state_dir: StateDir
+        self,
+        t: Transport,
+        memory: str,
+        own: str,
+        state: SyncState,
+        state_dir: StateDir,
+        adopt: Adoption | None = None,
     ) -> None:
         """At the start of a pass, under its lock: when our own hub file was last written
         with another identity (or that is unknown), re-encode it in one replace and make
-        `state` forget the hub (a full re-read); see the module docstring."""
+        `state` forget the hub (a full re-read); see the module docstring.
+
+        `adopt` is the pass's adoption check (issue 13, item 11): when the state knows
+        nothing of our hub file (a fresh state directory), it is called with the file's
+        lines and their plain form before anything is rewritten, and raises when the file
+        is another installation's (issue 24: it ran only after the rewrite)."""
         # What our own hub file was last written with (`plain` or a key id): a cache
         # beside the pass's state, deleted with it.
         marker = state_dir.codec_marker(memory, self.remote)
@@ -224,6 +237,10 @@ class PlainCodec:
                 raise HubKeyMismatch(f"{where} is {exc}") from None
             current = found or PLAIN
             if current != self.identity:
+                if adopt is not None and state.own_size is None:
+                    reader = self._reader(current, where)
+                    plain = lines if reader is None else [reader.decrypt(r) or r for r in lines]
+                    adopt(lines, plain)
                 new, dropped = self._reencoded(lines, current, where, install_token(state_dir))
                 save_replace_intent(state_dir, memory, self.remote, new)  # issue 24
                 t.replace(memory, own, new)
@@ -390,6 +407,12 @@ class FailingCodec(PlainCodec):
         self.message = message
 
     def prepare(
-        self, t: Transport, memory: str, own: str, state: SyncState, state_dir: StateDir
+        self,
+        t: Transport,
+        memory: str,
+        own: str,
+        state: SyncState,
+        state_dir: StateDir,
+        adopt: Adoption | None = None,
     ) -> None:
         raise KeyFileError(self.message)

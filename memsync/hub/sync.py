@@ -420,7 +420,9 @@ def sync_once(
         return report
     try:
         with pass_lock(state, memory, remote):
-            p.codec.prepare(p.t, memory, p.own, p.state, state)  # issue 12: mode/key change
+            # issue 12: a change of mode or key rewrites our hub file, but only once the
+            # adoption check says it is ours (issue 24)
+            p.codec.prepare(p.t, memory, p.own, p.state, state, p._check_adoption)
             p.pull()
             p.state.save(p.state_path)
             if push:

@@ -219,3 +219,24 @@ def test_lines_appended_to_our_encrypted_hub_file_that_do_not_authenticate_are_n
     texts = {e.text for e in desk.view().entries}
     assert texts == {"Before the tampering.", "After the tampering."}
     assert len(report["bad"]) == 2  # the peer reports them too, and merges neither
+
+
+def test_a_fresh_encrypted_state_checks_adoption_before_rewriting_our_hub_file(
+    tmp_path: Path, hub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24 (residual): with `encrypt = true` and a fresh state directory, the change
+    of mode rewrote the hub file of our replica id encrypted before the adoption check
+    looked at it: a second machine configured with the id took the first one's file over.
+    Now the check runs first: a clash, and the other machine's file is untouched."""
+    monkeypatch.setenv("MEMSYNC_CONFIG", str(tmp_path / "default-config" / "config.toml"))
+    first = make_replica(tmp_path, "first", str(hub), replica_id="shared")
+    first.memory().add("fact", "Written by the first machine.")
+    first.sync()
+    own = hub_file(hub, first)
+    before = own.read_bytes()
+    second = encrypted_replica(tmp_path, "second", str(hub), new_master_key(), replica_id="shared")
+    second.memory().add("fact", "Written by the second machine.")
+    result = second.cli("sync")
+    assert result.rc == 1
+    assert "another machine uses the replica id 'shared'" in result.out
+    assert own.read_bytes() == before
