@@ -80,8 +80,12 @@ def _bind(host: str, port: int) -> socket.socket:
     Raises:
         MemsyncError: the address is in use, not this machine's, or not an address.
     """
+    # As uvicorn binds: IPv6 only for an address with ":", so "localhost" is 127.0.0.1.
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        _, kind, proto, _, address = socket.getaddrinfo(
+            host, port, family=family, type=socket.SOCK_STREAM
+        )[0]
     except socket.gaierror as exc:
         raise MemsyncError(f"mcp: --host {host!r}: not an address ({exc.strerror})") from None
     sock = socket.socket(family, kind, proto)

@@ -178,3 +178,15 @@ def test_the_allowed_names() -> None:
     assert settings.enable_dns_rebinding_protection
     assert "http://localhost:9000" in settings.allowed_origins
     assert "https://0.0.0.0:9000" in settings.allowed_origins
+
+
+def test_localhost_is_bound_as_uvicorn_binds_it() -> None:
+    """ "localhost" is 127.0.0.1 (what clients and the Host check expect), not ::1."""
+    from memsync.cli._mcp_http import _bind
+
+    sock = _bind("localhost", 0)
+    try:
+        assert sock.family == socket.AF_INET
+        assert sock.getsockname()[0] == "127.0.0.1"
+    finally:
+        sock.close()
