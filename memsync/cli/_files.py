@@ -186,11 +186,11 @@ def _check(args: argparse.Namespace) -> int:
         for b in report.bad:
             print(f"bad line: {b.file}:{b.line}: {b.reason}")
         for a, _ in report.twins:
-            print(f"twins: id {a.id} at {format_ts(a.ts)} has two different contents")
+            print(f"twins: id {token(a.id)} at {format_ts(a.ts)} has two different contents")
         for s in report.secrets:
             print(f"secret: {s.file}:{s.line}: looks like {s.what}")
         for f, n, r in report.future:
-            print(f"future: {f}:{n}: id {r.id} dated {format_ts(r.ts)}, ahead of this clock")
+            print(f"future: {f}:{n}: id {token(r.id)} dated {format_ts(r.ts)}, ahead of this clock")
         if report.clean:
             print("clean")
     return EXIT_OK if report.clean else EXIT_FOUND
@@ -213,7 +213,7 @@ def _print_merge(result: MergeResult, as_json: bool, *, show_records: bool = Fal
     )
     if show_records:
         for rec in result.records:
-            print(f"  + {rec.raw.decode('utf-8', 'replace')}")
+            print(f"  + {visible(rec.raw.decode('utf-8', 'replace'))}")  # rule 17: no raw U+2028
     for h in result.held:
         print(
             f"held: {h['file']}:{h['line']}: id {h['id']} dated {h['created_at']}, more "
@@ -227,7 +227,10 @@ def _print_merge(result: MergeResult, as_json: bool, *, show_records: bool = Fal
     for b in result.bad:
         print(f"bad line: {b['file']}:{b['line']}: {b['reason']} (not merged)")
     for t in result.twins:
-        print(f"twins: id {t['id']} at {t['created_at']} has two different contents (both kept)")
+        print(
+            f"twins: id {token(t['id'])} at {t['created_at']} has two different contents"
+            " (both kept)"
+        )
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

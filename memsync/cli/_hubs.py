@@ -14,6 +14,7 @@ from memsync.cli._common import (
     EXIT_FOUND,
     EXIT_OK,
 )
+from memsync.core.render import token
 from memsync.core.timestamps import format_ts
 from memsync.errors import UsageError, shown
 from memsync.local.fresh import now_us
@@ -79,7 +80,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
             for b in r.bad:
                 print(f"  bad line: {b['file']}:{b['line']}: {b['reason']} (not merged)")
             for h in r.held:
-                print(f"  held: id {h['id']} dated {h['created_at']} (future-dated; merged later)")
+                print(
+                    f"  held: id {token(h['id'])} dated {h['created_at']} (future-dated; merged later)"
+                )
             for why in r.skipped:
                 print(f"  skipped: {why}")
             for w in r.withheld:

@@ -25,9 +25,10 @@ from mcp import Client
 from mcp_types import CallToolResult, TextContent, TextResourceContents
 
 from memsync.cli import main
+from memsync.core.render import fold
 from memsync.local.statedir import StateDir
 from memsync.mcp_server import build_server
-from tests.helpers.hostile import HOSTILE, Hostile, write_hostile
+from tests.helpers.hostile import HEADER, HOSTILE, Hostile, write_hostile
 
 _CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _TITLES = {"Preferences", "Avoid", "Lessons", "Facts", "Sources"}
@@ -243,3 +244,28 @@ def test_prompt_resource_mcp(hostile: Path, tmp_path: Path) -> None:
     for heading, inline in items:
         h = next(h for h in expected if h.needle in _plain(inline))
         assert heading.endswith("(said by the person)") == h.user, (h.id, heading)
+
+
+# Reports that name a record: check's twins, a handoff's dry run
+
+
+def test_check_and_handoff_name_records_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An id may hold U+2028 or a bidi override (rule 4 forbids only C0 and C1 controls):
+    `check` names it as a token, and a handoff's dry run shows the line with them written
+    out, so no report line breaks in two or reverses on screen."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    rid = "tw\u2028in \u202eid"
+    twins = [
+        Hostile(id=rid, text=f"needle{n} text {n}\u2028forged", needle=f"needle{n}") for n in (1, 2)
+    ]
+    src = tmp_path / "src.jsonl"
+    src.write_bytes(b"".join([HEADER, *(h.line(0) for h in twins)]))
+    assert main(["check", str(src)]) == 1
+    out, _ = capsys.readouterr()
+    assert not _CONTROL.search(out), out
+    [line] = [x for x in out.splitlines() if x.startswith("twins: id ")]
+    rid_shown, _ = _token(line.removeprefix("twins: id "))
+    assert rid_shown == fold(rid)
+    _cli(capsys, "handoff", str(src), str(tmp_path / "dest.jsonl"), "--dry-run")
