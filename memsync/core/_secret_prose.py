@@ -165,7 +165,11 @@ _PROSE_PW_RE = re.compile(
 # "log in as admin with password S3cure!Pass": a password name, a space, a value that must
 # then mix 3 character classes (a separate pattern: as an alternative operator of the one
 # above, a bare space would end its "for <words>" part too early).
-_SPACED_PW_RE = re.compile(r"(?<![a-z0-9_@.-])(?P<pw>password|passwd|passphrase|pwd|pw)[ \t]+")
+# "set MYSQL_ROOT_PASSWORD to S3cr3t!x" too: an environment variable's name, "to" or "as".
+_SPACED_PW_RE = re.compile(
+    r"(?<![a-z0-9_@.-])(?:[a-z0-9]+_)*(?P<pw>password|passwd|passphrase|pwd|pw)"
+    r"(?:[ \t]+(?:to|as))?[ \t]+"
+)
 _PROSE_SECRET_VALUE_RE = re.compile(
     r"\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'|“(?P<cq>[^”\n]+)”|(?P<bare>[^\s\"'`“]+)"
 )

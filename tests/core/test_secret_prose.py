@@ -67,6 +67,8 @@ PROSE_SECRETS = [
     ("password - Pr0d!DbPass", PW),
     ("password → Pr0d!DbPass", PW),
     ("the PSK is Kx7!pQ2#vL9m", PW),
+    ("set MYSQL_ROOT_PASSWORD to S3cr3t!x", PW),
+    ("change the password to 'Blue;Sky!42' after login", PW),
 ]
 
 ORDINARY = [
@@ -178,6 +180,10 @@ ORDINARY = [
     "credentials/ is in .gitignore; never commit it!",
     "key-value stores: Redis, etcd (v3.5), Consul.",
     "the _v1_ suffix marks the first schema; dop_ is a prefix.",
+    "set the password to expire in 90 days!",
+    "change your password to something stronger (12+ chars).",
+    "use DB_PASSWORD as an env var, never a flag!",
+    "the password as typed is case-sensitive: mind Caps Lock!",
 ]
 
 
