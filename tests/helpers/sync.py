@@ -306,7 +306,10 @@ def random_ops(rng: random.Random, replica: Replica, count: int, *, tag: str = "
         if live and roll < 0.15:
             mem.forget(rng.choice(live).id)
         elif live and roll < 0.25:
-            mem.supersede(rng.choice(live).id, _sentence(rng) + tag)
+            # Only the person's word replaces the person's entry (rule 10; `supersede`
+            # refuses an inferred one, issue 24 item 9).
+            old = rng.choice(live)
+            mem.supersede(old.id, _sentence(rng) + tag, source="user" if old.user else None)
         elif roll < 0.45:
             _plain_append(rng, replica.path, live, tag)
         else:
