@@ -38,6 +38,22 @@ settings.load_profile(
 )
 
 
+SERVER_FIXTURES = frozenset({"sshd_server", "s3_server", "cluster"})
+"""Fixtures that start real servers or daemons: a test using one is slow by nature."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` what the fast lane (`-m "not slow"`) leaves to the full suite: every
+    end-to-end test (tests/e2e) and every test that starts a real sshd, SeaweedFS or
+    daemons (its fixtures, or the `integration` mark); the rest carry their own mark."""
+    e2e = Path(__file__).parent / "e2e"
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        servers = names & SERVER_FIXTURES or item.get_closest_marker("integration")
+        if servers or e2e in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _restore_memsync_logger() -> Iterator[None]:
     """Put the "memsync" logger back as it was after each test.

@@ -321,6 +321,7 @@ def test_the_import_graph_reads_imports() -> None:
     }
 
 
+@pytest.mark.slow
 def test_no_import_circles() -> None:
     """No memsync module imports itself through others, lazily or not (issue 9)."""
     assert find_cycle(import_graph()) is None
@@ -366,6 +367,7 @@ def test_the_layer_guard_catches() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_layers_import_only_downward() -> None:
     """core <- local <- hub <- daemon <- cli: local never imports hub, daemon or cli; hub
     never imports daemon, cli or the config."""
@@ -418,6 +420,7 @@ DOMAIN = frozenset(
 """Where lines are judged, merges planned and compactions sequenced: not the daemon's job."""
 
 
+@pytest.mark.slow
 def test_the_daemon_is_wiring_only() -> None:
     """STYLE guideline 6: the daemon validates no line and holds no compaction or merge
     sequence; `memsync compact` and its scheduled job call the same `compact_memory`."""
@@ -474,6 +477,7 @@ def _defined(path: Path) -> tuple[set[str], set[str]]:
     return bound, public
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.endswith("__main__")))
 def test_modules_are_private_or_have_an_honest_all(name: str) -> None:
     """STYLE guideline 3: every module has an `__all__` (private `_modules` may skip it),
@@ -516,6 +520,7 @@ def test_the_everyday_commands_start_without_pydantic_sqlite_or_the_hub(tmp_path
 TESTS = Path(__file__).resolve().parent
 
 
+@pytest.mark.slow
 def test_only_helpers_are_imported_across_test_modules() -> None:
     """Test modules share code through `tests/helpers` and fixtures, never by importing
     another test module (issue 19, item 7): a variant (encrypted, S3) is a fixture

@@ -348,6 +348,7 @@ def big_memory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_every_reply_is_bounded_on_a_100k_memory(big_memory: Path, tmp_path: Path) -> None:
     server = build_server(big_memory, "big", StateDir(tmp_path / "state"))
 
@@ -510,6 +511,7 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             proc.stderr.close()
 
 
+@pytest.mark.slow
 def test_streamable_http_on_loopback(http_server: tuple[str, Path]) -> None:
     url, path = http_server
 
@@ -529,6 +531,7 @@ def test_streamable_http_on_loopback(http_server: tuple[str, Path]) -> None:
     assert [e.text for e in Memory(path).view().entries] == ["Never force-push to main."]
 
 
+@pytest.mark.slow
 def test_mcp_memory_choice_errors_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -183,6 +183,7 @@ def test_entry_created_at_is_the_record_instant_beyond_microseconds() -> None:
     assert from_datetime(to_model(rec).created_at) == rec.ts
 
 
+@pytest.mark.slow
 def test_an_offset_is_kept_as_an_aware_datetime() -> None:
     raw = b'{"id": "a", "kind": "fact", "text": "t", "created_at": "2026-11-09T08:51:02+01:00"}'
     rec = classify(raw)

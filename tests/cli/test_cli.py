@@ -186,6 +186,7 @@ def test_show_json_holds_the_records_exactly_as_written(
         assert raw.decode() in out
 
 
+@pytest.mark.slow
 def test_show_json_of_an_empty_view(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_bytes(HEADER)
@@ -267,6 +268,7 @@ def test_check_clean(memfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out) == {"bad": [], "twins": [], "secrets": [], "future": []}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("extra", "key"),
     [
@@ -342,6 +344,7 @@ ERRORS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("argv", "hint"), ERRORS)
 def test_errors_are_one_line_and_exit_2(
     memfile: Path,
@@ -369,6 +372,7 @@ def test_errors_are_one_line_and_exit_2(
 # entry points
 
 
+@pytest.mark.slow
 def test_entry_points_run() -> None:
     """`python -m memsync` and the `memsync` console script both start the CLI."""
     module = subprocess.run(

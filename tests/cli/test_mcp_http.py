@@ -96,6 +96,7 @@ def _post(host: str, port: int, headers: dict[str, str], body: str = _INITIALIZE
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_rebound_host_or_a_foreign_origin_is_refused_on_any_loopback_address(
     rebind_target: tuple[str, int], tmp_path: Path
 ) -> None:
@@ -129,6 +130,7 @@ def test_a_rebound_host_or_a_foreign_origin_is_refused_on_any_loopback_address(
     assert not (tmp_path / "web.jsonl").exists() or len(Memory(tmp_path / "web.jsonl").view()) == 0
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -52,6 +52,7 @@ def test_add_refuses_the_key_as_key_show_prints_it(
     assert not me.exists() or printed_key.encode() not in me.read_bytes()
 
 
+@pytest.mark.slow
 def test_remember_refuses_this_machines_key_in_every_form(printed_key: str, tmp_path: Path) -> None:
     ring = load_keyring(tmp_path / "cfg" / "keys")
     key = ring.current

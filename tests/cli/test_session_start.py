@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client, StdioServerParameters
 
 from memsync import Memory
@@ -37,6 +38,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_the_session_start_hook_prints_the_memory_block(tmp_path: Path) -> None:
     [settings] = [b for b in _json_blocks() if "hooks" in b]
     [entry] = settings["hooks"]["SessionStart"]
@@ -66,6 +68,7 @@ def _hook_command() -> str:
     return command
 
 
+@pytest.mark.slow
 def test_the_hook_pasted_before_the_first_entry_prints_nothing(tmp_path: Path) -> None:
     """Issue 24, item 17: the recipe exited 2 until the memory file existed; an empty or
     missing memory is no error, and nothing to load."""
@@ -84,6 +87,7 @@ def test_the_hook_pasted_before_the_first_entry_prints_nothing(tmp_path: Path) -
         assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), step
 
 
+@pytest.mark.slow
 def test_the_mcp_servers_entry_launches_a_working_server(tmp_path: Path) -> None:
     [hosts] = [b for b in _json_blocks() if "mcpServers" in b]
     server = hosts["mcpServers"]["memsync"]

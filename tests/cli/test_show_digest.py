@@ -7,6 +7,8 @@ import contextlib
 import io
 from pathlib import Path
 
+import pytest
+
 from memsync.cli import main
 from tests.helpers.crypto import BOTH_CODECS, ReplicaFactory
 from tests.helpers.sync import Replica, converge
@@ -19,6 +21,7 @@ def _digest(replica: Replica) -> str:
     return out.getvalue().strip()
 
 
+@pytest.mark.slow
 @BOTH_CODECS
 def test_replicas_that_exchanged_everything_print_one_digest(
     tmp_path: Path, hub: Path, new_replica: ReplicaFactory

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ def _digest(lines: list[bytes], now: int = NOW) -> ViewDigest:
     return view_digest(rec.raw for rec in build_view(index, now).live)
 
 
+@pytest.mark.slow
 @given(line_soups(), st.randoms(use_true_random=False))
 def test_the_digest_does_not_depend_on_the_order_of_the_lines(
     lines: list[bytes], rng: random.Random
@@ -30,6 +32,7 @@ def test_the_digest_does_not_depend_on_the_order_of_the_lines(
     assert _digest(shuffled) == _digest(lines)
 
 
+@pytest.mark.slow
 @given(line_soups())
 def test_the_digest_counts_the_live_entries(lines: list[bytes]) -> None:
     index = Index()

@@ -102,6 +102,7 @@ def histories(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
     return as_file(base), sides[0], sides[1]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.5))  # three merges and maybe two compactions each
 @given(histories())
 def test_the_merge_has_the_view_of_the_union(history: tuple[bytes, bytes, bytes]) -> None:

@@ -290,6 +290,7 @@ _FIELD_VALUES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(st.binary(max_size=200).map(lambda b: b.replace(b"\n", b"")))
 def test_classify_never_raises_on_arbitrary_bytes(raw: bytes) -> None:
     """Rule 4: a line is never an exception. Whatever the bytes, classify returns a value
@@ -301,6 +302,7 @@ def test_classify_never_raises_on_arbitrary_bytes(raw: bytes) -> None:
     assert isinstance(parsed, Record | Header | Blank | Invalid)
 
 
+@pytest.mark.slow
 @given(
     st.dictionaries(
         st.sampled_from(
@@ -475,6 +477,7 @@ def _render(value: Any) -> str:
     return json.dumps(value)
 
 
+@pytest.mark.slow
 @given(_json_values)
 def test_rule_4_structure_agrees_with_an_independent_reader(extra: Any) -> None:
     """Property: with any JSON value in an unknown field, a line is a record exactly when
@@ -502,6 +505,7 @@ _KNOWN_VALUES: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+@pytest.mark.slow
 @given(
     st.lists(st.sampled_from(sorted(_KNOWN_VALUES)), unique=True).flatmap(
         lambda keys: st.tuples(

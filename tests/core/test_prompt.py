@@ -290,6 +290,7 @@ def _fewest_drops_reference(entries: list[PromptEntry], budget: int) -> int:
     return len(order)
 
 
+@pytest.mark.slow
 def test_the_budget_drops_the_fewest_entries_that_make_it_fit() -> None:
     """The sizes summed from the lines' lengths agree with a block rendered in full."""
     entries = _budget_entries()
@@ -351,6 +352,7 @@ def _reference(entries: list[PromptEntry], scope: str | None, max_chars: int) ->
     return block[:max_chars]
 
 
+@pytest.mark.slow
 @given(_entries, st.sampled_from([None, "github.com", "api.github.com"]), st.integers(0, 900))
 def test_the_budget_keeps_what_dropping_the_lowest_one_by_one_keeps(
     entries: list[PromptEntry], scope: str | None, max_chars: int
@@ -358,6 +360,7 @@ def test_the_budget_keeps_what_dropping_the_lowest_one_by_one_keeps(
     assert render_prompt(entries, scope, max_chars) == _reference(entries, scope, max_chars)
 
 
+@pytest.mark.slow
 @given(_entries, st.sampled_from([None, "github.com"]), st.integers(0, 120))
 def test_the_last_entries_to_drop_and_a_count_give_the_same_block(
     entries: list[PromptEntry], scope: str | None, max_chars: int

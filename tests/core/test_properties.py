@@ -8,6 +8,7 @@ all records, written from the SEMANTICS text and not from the optimized code.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def as_file(lines: list[bytes]) -> bytes:
     return b"".join(line + b"\n" for line in lines)
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_view_ignores_line_order_and_file_split(data: st.DataObject) -> None:
     """The view is a function of the set of records: the same lines in any order, split
@@ -60,6 +62,7 @@ def test_view_ignores_line_order_and_file_split(data: st.DataObject) -> None:
     assert view_key(first.files) == view_key(second.files) == view_key([as_file(lines)])
 
 
+@pytest.mark.slow
 @given(lines=line_soups(), now=instants())
 def test_view_matches_the_reference(lines: list[bytes], now: int) -> None:
     """The optimized `Index` + `build_view` agree with rules 8 to 12 applied literally to
@@ -68,6 +71,7 @@ def test_view_matches_the_reference(lines: list[bytes], now: int) -> None:
     assert view_key([as_file(lines)], now) == reference_view(lines, now)
 
 
+@pytest.mark.slow
 @given(lines=line_soups(), now=instants())
 def test_build_view_agrees_with_index_alive(lines: list[bytes], now: int) -> None:
     """`build_view`, written out flat for speed, lists exactly the ids for which
@@ -78,6 +82,7 @@ def test_build_view_agrees_with_index_alive(lines: list[bytes], now: int) -> Non
     assert sorted(key_of(view.live)) == sorted(key_of(alive))
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_twins_resolve_the_same_way_in_any_order(data: st.DataObject) -> None:
     """Twins (same id and instant, different content) resolve to the greater canonical JSON
@@ -97,6 +102,7 @@ def test_twins_resolve_the_same_way_in_any_order(data: st.DataObject) -> None:
     assert view_key([as_file(lines)], far_past) == view_key([as_file(list(shuffled))], far_past)
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_same_record_written_differently_is_one_record(data: st.DataObject) -> None:
     """Rule 7: one record written several ways (`Z`, `.000Z`, an offset, other key order,
@@ -115,6 +121,7 @@ def test_same_record_written_differently_is_one_record(data: st.DataObject) -> N
     assert view_key([as_file(copies)], now) == view_key([as_file(copies[:1])], now)
 
 
+@pytest.mark.slow
 @given(lines=line_soups(), now=instants())
 def test_bad_blank_and_header_lines_do_not_change_the_view(lines: list[bytes], now: int) -> None:
     """Bad lines, blank lines and headers are never records: dropping them changes nothing
@@ -123,6 +130,7 @@ def test_bad_blank_and_header_lines_do_not_change_the_view(lines: list[bytes], n
     assert view_key([as_file(lines)], now) == view_key([as_file(records_only)], now)
 
 
+@pytest.mark.slow
 @given(lines=line_soups())
 def test_folding_twice_changes_nothing(lines: list[bytes]) -> None:
     """Reading the same lines twice (a file merged into itself) gives the same view."""

@@ -521,6 +521,7 @@ def test_clean_corpus_is_large_enough() -> None:
     assert len({case_id for case_id, _, _ in SECRETS}) == len(SECRETS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [text for _, text in CLEAN], ids=[i for i, _ in CLEAN])
 def test_ordinary_memory_is_clean(text: str) -> None:
     assert find_secrets(text) == []
@@ -633,6 +634,7 @@ _GENMEM_WORDS = (
 # fmt: on
 
 
+@pytest.mark.slow
 def test_generated_memory_texts_are_clean() -> None:
     """20,000 sentences like genmem.py's, and the same sentences with the words of the
     clean corpus mixed in (capitals, digits, punctuation): no finding at all."""

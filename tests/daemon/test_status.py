@@ -90,6 +90,7 @@ def test_all_well_exits_0(config: Path, state: Path, daemon_lock: int) -> None:
     assert "problem" not in done.stdout
 
 
+@pytest.mark.slow
 def test_a_remote_failing_for_11_minutes_exits_1_and_names_it(
     config: Path, state: Path, daemon_lock: int
 ) -> None:
@@ -111,6 +112,7 @@ def test_a_remote_failing_for_11_minutes_exits_1_and_names_it(
     assert doc["status"]["memories"]["me"]["remotes"]["nas"]["last_error"] == NAS_ERROR
 
 
+@pytest.mark.slow
 def test_a_remote_failing_for_9_minutes_is_shown_but_not_yet_a_problem(
     config: Path, state: Path, daemon_lock: int
 ) -> None:
@@ -135,6 +137,7 @@ def test_a_stopped_daemon_is_not_running(config: Path, state: Path) -> None:
     assert "status written:" in done.stdout  # the last status is still shown
 
 
+@pytest.mark.slow
 def test_no_status_and_no_daemon(config: Path) -> None:
     done = memsync("status", "--config", str(config))
     assert done.returncode == 1
@@ -153,6 +156,7 @@ def test_a_stale_status_of_a_running_daemon_says_stale(
     assert "problem: the status is stale: last written 5 min ago" in done.stdout
 
 
+@pytest.mark.slow
 def test_an_unreadable_status_counts_as_none(config: Path, state: Path, daemon_lock: int) -> None:
     (state / "status.json").write_text("{not json")
     done = memsync("status", "--config", str(config))
@@ -223,6 +227,7 @@ def test_a_status_file_of_an_earlier_version_still_reads(tmp_path: Path) -> None
 QUIET = "/home/me/me.jsonl: changed 3 s ago; quiet period is 60 s"
 
 
+@pytest.mark.slow
 def test_a_postponed_compaction_is_shown_then_a_problem_past_the_bound(
     config: Path, state: Path, daemon_lock: int
 ) -> None:
@@ -287,6 +292,7 @@ def test_postponement_boundaries() -> None:
     assert evaluate(st, 1, late + 1).ok
 
 
+@pytest.mark.slow
 def test_the_status_written_from_two_threads_at_once_stays_whole(tmp_path: Path) -> None:
     """Issue 13, item 12: the main loop and the heartbeat both write the status; with one
     temp name per process one thread renamed the other's half-written file and the other

@@ -57,6 +57,7 @@ def _replica(tmp_path: Path, name: str, hub: Path) -> Replica:
     return node
 
 
+@pytest.mark.slow
 def test_a_push_landing_during_the_first_pass_arrives_without_a_poll(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

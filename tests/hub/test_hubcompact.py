@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
@@ -53,6 +55,7 @@ def _deleted_entry(
     return hub, reps, rid
 
 
+@pytest.mark.slow
 @BOTH_CODECS
 def test_a_tombstone_every_replica_read_is_acknowledged_and_may_go(
     tmp_path: Path, new_replica: ReplicaFactory
@@ -73,6 +76,7 @@ def test_a_tombstone_every_replica_read_is_acknowledged_and_may_go(
     assert all(rec.id != rid for rec in a.view().records)
 
 
+@pytest.mark.slow
 @BOTH_CODECS
 def test_a_replica_that_has_not_read_a_tombstone_holds_it_back(
     tmp_path: Path, new_replica: ReplicaFactory
@@ -95,6 +99,7 @@ def test_a_replica_that_has_not_read_a_tombstone_holds_it_back(
     assert_converged([a, b, c])
 
 
+@pytest.mark.slow
 @BOTH_CODECS
 def test_a_retired_replica_no_longer_holds_tombstones_back(
     tmp_path: Path, new_replica: ReplicaFactory
@@ -114,6 +119,7 @@ def test_a_file_with_no_remote_needs_no_acknowledgement(tmp_path: Path) -> None:
     assert acknowledged_for(StateDir(tmp_path), MEMORY, [], "a") is None
 
 
+@pytest.mark.slow
 @BOTH_CODECS
 def test_own_hub_file_compaction_is_noticed_by_peers(
     tmp_path: Path, new_replica: ReplicaFactory
@@ -155,6 +161,7 @@ def test_own_hub_file_compaction_is_noticed_by_peers(
     assert any("after the hub file" in rec.raw.decode() for rec in b.view().records)
 
 
+@pytest.mark.slow
 def test_own_hub_file_compacted_stays_encrypted(tmp_path: Path) -> None:
     new_replica = replica_factory("encrypted")
     hub, (a, b), _rid = _deleted_entry(tmp_path, ["a", "b"], new_replica)

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memsync.core.secrets import record_secrets
 from memsync.core.timestamps import SECOND
 from memsync.daemon.status import DaemonStatus, MemoryStatus, RemoteStatus, evaluate
@@ -46,6 +48,7 @@ def test_every_string_field_is_scanned_and_ordinary_sentences_pass() -> None:
     assert found["in-tags"] == ["AWS access key id"]
 
 
+@pytest.mark.slow
 def test_sync_withholds_a_peers_credentials_and_merges_the_rest(tmp_path: Path) -> None:
     hub = tmp_path / "hub"
     (hub / "notes").mkdir(parents=True)
@@ -92,6 +95,7 @@ def test_sync_does_not_push_a_local_credential(tmp_path: Path) -> None:
     assert TOKEN.encode() not in pushed
 
 
+@pytest.mark.slow
 def test_merge_withholds_credentials(tmp_path: Path) -> None:
     src = tmp_path / "src.jsonl"
     src.write_bytes(b"".join(raw + b"\n" for raw in _lines()))

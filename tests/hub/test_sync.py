@@ -31,6 +31,7 @@ def replicas(tmp_path: Path, hub: Path, new_replica: ReplicaFactory) -> list[Rep
     return [new_replica(tmp_path, name, url) for name, url in zip("abc", urls, strict=True)]
 
 
+@pytest.mark.slow
 @BOTH_CODECS
 @pytest.mark.parametrize("seed", SEEDS)
 def test_three_replicas_converge_and_a_further_round_is_a_no_op(
@@ -39,6 +40,7 @@ def test_three_replicas_converge_and_a_further_round_is_a_no_op(
     converge(replicas, hub, seed)
 
 
+@pytest.mark.slow
 @BOTH_CODECS
 @pytest.mark.parametrize("seed", SEEDS[:2])
 def test_a_deleted_state_directory_costs_a_reread_and_nothing_else(
@@ -91,6 +93,7 @@ def test_plain_appends_are_synced_byte_for_byte(replicas: list[Replica], hub: Pa
     assert_converged(replicas)
 
 
+@pytest.mark.slow
 @BOTH_CODECS
 def test_a_fourth_replica_joining_late_catches_up(
     tmp_path: Path, replicas: list[Replica], hub: Path, new_replica: ReplicaFactory

@@ -60,6 +60,7 @@ def _sync(r: Replica) -> tuple[int, str]:
     return result.rc, result.err
 
 
+@pytest.mark.slow
 def test_three_replicas_converge_and_the_hub_holds_nothing_readable(
     replicas: list[Replica], hub: Path
 ) -> None:
@@ -175,6 +176,7 @@ def test_a_plain_replica_refuses_an_encrypted_hub_file(tmp_path: Path, hub: Path
     assert hub_digest(hub) == before
 
 
+@pytest.mark.slow
 def test_turning_encryption_on_migrates_each_machine_s_own_file(tmp_path: Path, hub: Path) -> None:
     a, b = (make_replica(tmp_path, n, str(hub)) for n in "ab")
     a.memory().add("fact", "Old plain record from a.")
@@ -263,6 +265,7 @@ def test_no_key_file_fails_that_remote_with_one_line(tmp_path: Path, hub: Path) 
 # --- faults: exact-offset appends and idempotent retries over ciphertext ------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lose", [{1}, {2}, {1, 3}], ids=["first", "second chunk", "two"])
 def test_a_write_whose_answer_was_lost_is_adopted_not_repeated_encrypted(
     tmp_path: Path, hub: Path, monkeypatch: pytest.MonkeyPatch, lose: set[int]

@@ -123,6 +123,7 @@ sys.exit(main(["sync", "--config", sys.argv[2]]))
 """
 
 
+@pytest.mark.slow
 def test_a_push_that_does_not_fit_on_the_hub_leaves_its_file_as_it_was(
     tmp_path: Path, hub: Path
 ) -> None:
@@ -640,6 +641,7 @@ def _rewrite(old: bytes, variant: str, new_line: bytes) -> bytes:
     return header + b"".join(raw + b"\n" for raw in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["shorter", "equal", "same tail", "longer"])
 def test_a_peer_file_rewritten_by_its_owner_is_read_again(
     tmp_path: Path, hub: Path, variant: str

@@ -69,6 +69,7 @@ def _shapes(rng: random.Random, count: int) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_a_compaction_in_partitions_is_the_compaction_of_the_whole_file(
@@ -144,6 +145,7 @@ def _run_limited(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [["--no-index"], []], ids=["no-index", "indexed"])
 def test_a_merge_of_300k_records_into_an_empty_file_fits_in_bounded_memory(
     tmp_path: Path, memory_300k: Path, index: list[str]
@@ -165,6 +167,7 @@ def test_a_merge_of_300k_records_into_an_empty_file_fits_in_bounded_memory(
     assert " appended 0 record(s)" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_compaction_of_300k_records_fits_in_bounded_memory(
     tmp_path: Path, memory_300k: Path
 ) -> None:
@@ -181,6 +184,7 @@ _VIEW_LIMIT_MB = 180
 it failed under 200 MB (it held every current line); now it runs in 150."""
 
 
+@pytest.mark.slow
 def test_the_view_of_300k_records_fits_in_bounded_memory(tmp_path: Path, memory_300k: Path) -> None:
     done = _run_limited(["show", "--json", str(memory_300k)], dict(os.environ), _VIEW_LIMIT_MB)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -188,6 +192,7 @@ def test_the_view_of_300k_records_fits_in_bounded_memory(tmp_path: Path, memory_
     assert len(shown) == len(view_of([memory_300k]).records) > 200_000
 
 
+@pytest.mark.slow
 def test_the_prompt_of_300k_records_fits_in_bounded_memory(
     tmp_path: Path, memory_300k: Path
 ) -> None:
@@ -204,6 +209,7 @@ def _keys(path: Path) -> list[tuple[str, int]]:
     return [(r.id, r.ts) for r in view_of([path], NOW).records]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize(
     "selection",

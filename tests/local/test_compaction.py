@@ -559,6 +559,7 @@ def test_four_writers_lose_nothing_while_compaction_runs_50_times(tmp_path: Path
 # Stale replicas cannot bring anything back (rule 15), through merge_files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("stale", "original", "horizon_days"),
     [

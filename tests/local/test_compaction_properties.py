@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -135,6 +136,7 @@ def tombstone_keys(lines: list[bytes]) -> set[tuple[str, int]]:
     return keys
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(original=st.lists(specs, max_size=25), later=st.lists(specs, max_size=15))
 def test_compaction_is_invisible_to_any_later_merge(
@@ -160,6 +162,7 @@ def test_compaction_is_invisible_to_any_later_merge(
     assert [r for r in plan_merge(c, [("O", 1, o)], LATER).append if r.key not in kept_keys] == []
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(
     original=st.lists(specs, max_size=25),
@@ -307,6 +310,7 @@ class Replicas(RuleBasedStateMachine):
 run_as_test: Callable[..., None] = run_state_machine_as_test
 
 
+@pytest.mark.slow
 def test_replicas_converge_through_merges_and_compactions() -> None:
     """After any sequence of appends, merges and compactions, and a final full exchange,
     every replica's view equals the view of everything ever written; and at every step

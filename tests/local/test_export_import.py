@@ -165,6 +165,7 @@ def test_a_secret_observation_is_skipped_never_stored(tmp_path: Path) -> None:
     assert b"ghp_" not in into.read_bytes()
 
 
+@pytest.mark.slow
 def test_cli_import_twice(tmp_path: Path) -> None:
     src, into = _reference(tmp_path / "memory.jsonl"), tmp_path / "me.jsonl"
     argv = [sys.executable, "-m", "memsync", "import", "--from", "mcp-memory", str(src), str(into)]

@@ -18,6 +18,7 @@ def _import(src: Path, into: Path) -> int:
     return main(["import", "--from", "mcp-memory", str(src), str(into)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("second_line", "message"),
     [

@@ -88,6 +88,7 @@ def _in_two_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return forks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("processes", [1, 2])
 def test_the_lines_read_back_are_the_views_lines(

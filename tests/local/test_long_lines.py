@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memsync.core.lines import LONG_LINE_KEPT, MAX_LINE_BYTES, LineSplitter
 from memsync.local.fresh import header_line
 from memsync.local.merge import merge_indexed
@@ -89,6 +91,7 @@ def test_the_splitter_keeps_a_long_line_cut_and_counts_it_once() -> None:
     assert kept == stream.split(b"\n")[:-1]  # compaction's reads: every byte, as it is
 
 
+@pytest.mark.slow
 def test_check_and_show_stream_past_a_long_local_line(tmp_path: Path) -> None:
     path = tmp_path / "me.jsonl"
     _write_with_long_line(path, ("before", "after"))
@@ -103,6 +106,7 @@ def test_check_and_show_stream_past_a_long_local_line(tmp_path: Path) -> None:
     assert peak < PEAK_MB, f"show held {peak:.0f} MB for a {LONG >> 20} MB line"
 
 
+@pytest.mark.slow
 def test_sync_streams_past_a_long_line_in_a_peer_file(tmp_path: Path) -> None:
     """A peer's hub file with a 160 MB line: sync reports it as one bad line with its line
     number, merges the records around it, and stays small; the next pass reads nothing

@@ -375,6 +375,7 @@ except OSError as exc:
 """
 
 
+@pytest.mark.slow
 def test_an_append_that_does_not_fit_leaves_the_file_as_it_was(tmp_path: Path) -> None:
     """A short write (here a file size limit, as a full disk does) used to leave a partial
     record that the next append turned into a permanent bad line. Now the file is cut back

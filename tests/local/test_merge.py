@@ -560,6 +560,7 @@ def _merge_in_another_process(src: Path, dest: Path) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dest_exists", [True, False], ids=["dest", "no-dest"])
 def test_a_plan_applied_late_does_not_duplicate_lines(tmp_path: Path, dest_exists: bool) -> None:
     """Between plan and apply another process appended some of the planned lines (and

@@ -51,6 +51,7 @@ def _view_key(path: Path) -> list[tuple[str, int, bytes]]:
     return [(r.id, r.ts, r.raw) for r in records]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_merge_in_batches_gives_the_view_of_one_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
@@ -89,6 +90,7 @@ def _source(tmp_path: Path, seed: int) -> Path:
     return src
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 @pytest.mark.parametrize("held", [False, True], ids=["into-empty", "into-held"])
 def test_a_merge_in_partitions_by_id_gives_the_view_of_one_merge(
@@ -176,6 +178,7 @@ def test_a_merge_in_partitions_survives_a_compaction_between_partitions(
     assert memsync.local.merge.merge_files(parted, [src], now=BASE).appended == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_an_indexed_merge_in_partitions_gives_the_view_of_one_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int

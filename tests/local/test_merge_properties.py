@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -259,6 +260,7 @@ def merge_in_memory(files: list[bytes], src: int, dest: int, now: int = NOW) -> 
 # --- properties -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(0.6),
     deadline=None,
@@ -288,6 +290,7 @@ def test_replicas_converge_on_the_view_of_the_union(scenario: Scenario) -> None:
     assert files == settled
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(0.6),
     deadline=None,
@@ -315,6 +318,7 @@ def test_merge_order_does_not_matter(scenario: Scenario) -> None:
             assert view_key(index_of([data]), now) == expected
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(0.6),
     deadline=None,
@@ -414,6 +418,7 @@ def final_rounds(scenario: Scenario) -> list[int]:
     return list(dict.fromkeys(dest for _, dest in scenario.final))
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(0.6),
     deadline=None,
@@ -449,6 +454,7 @@ def test_merge_files_only_appends_copies_and_converges(scenario: Scenario) -> No
         assert [p.read_bytes() for p in paths] == settled
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(0.6),
     deadline=None,

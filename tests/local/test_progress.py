@@ -99,6 +99,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [["--no-index"], []], ids=["no-index", "indexed"])
 def test_a_merge_shows_its_progress_on_a_terminal_then_erases_it(
     tmp_path: Path, env: dict[str, str], index: list[str]
@@ -117,6 +118,7 @@ def test_a_merge_shows_its_progress_on_a_terminal_then_erases_it(
     assert seen[last:].strip(b"\r ") == b""
 
 
+@pytest.mark.slow
 def test_no_progress_on_a_pipe_nor_with_quiet(tmp_path: Path, env: dict[str, str]) -> None:
     src = _source(tmp_path / "src.jsonl", 60_000)
     piped = subprocess.run(
@@ -135,6 +137,7 @@ def test_no_progress_on_a_pipe_nor_with_quiet(tmp_path: Path, env: dict[str, str
         assert seen == b""
 
 
+@pytest.mark.slow
 def test_compaction_shows_its_progress_too(tmp_path: Path, env: dict[str, str]) -> None:
     path = _source(tmp_path / "m.jsonl", 60_000)
     os.utime(path, (0, 0))
@@ -144,6 +147,7 @@ def test_compaction_shows_its_progress_too(tmp_path: Path, env: dict[str, str]) 
     assert seen[seen.rindex(b"\r", 0, len(seen) - 1) :].strip(b"\r ") == b""
 
 
+@pytest.mark.slow
 def test_an_error_line_is_alone_on_its_line_after_the_progress(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

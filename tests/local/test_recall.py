@@ -182,6 +182,7 @@ def _ops(draw: st.DrawFn) -> list[tuple[str, int, str]]:
     return ops
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(0.25))
 @given(ops=_ops())
 def test_the_incremental_index_equals_a_rebuilt_one(ops: list[tuple[str, int, str]]) -> None:
