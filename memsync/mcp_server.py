@@ -29,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from memsync.core.render import md_code, md_text
+from memsync.core.render import json_text, md_code, md_text
 from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
 from memsync.local.fulltext import recall, warm
@@ -121,7 +121,7 @@ def check_host(host: str, allow_remote: bool) -> None:
 
 def _ok(model: BaseModel, text: str | None = None) -> CallToolResult:
     data = model.model_dump(mode="json")
-    body = text if text is not None else json.dumps(data, ensure_ascii=False)
+    body = text if text is not None else json_text(json.dumps(data, ensure_ascii=False))
     return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=data)
 
 

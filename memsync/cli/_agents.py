@@ -16,7 +16,7 @@ from typing import Any
 
 from memsync.cli._common import confidence_arg, configured_memory, positive_int_arg
 from memsync.core.records import KINDS
-from memsync.core.render import fold, token
+from memsync.core.render import fold, json_text, token
 from memsync.errors import MemsyncError, UsageError
 
 __all__ = ["IMPORT_FORMATS", "cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
@@ -94,7 +94,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         limit=args.limit,
     )
     if args.json:
-        print(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
+        print(json_text(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False)))
     else:
         # One line per hit (SEMANTICS rule 17): the id and scope quoted when they hold a
         # space or a delimiter, the text folded; "user" after the scope is memsync's mark.

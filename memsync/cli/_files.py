@@ -21,7 +21,7 @@ from memsync.cli._common import (
 )
 from memsync.core.digest import view_digest
 from memsync.core.records import Record
-from memsync.core.render import token, visible
+from memsync.core.render import json_text, token, visible
 from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
 from memsync.errors import UsageError
@@ -181,7 +181,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     report = check_files(existing(args.files), args.now)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        print(json_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False)))
     else:
         for b in report.bad:
             print(f"bad line: {b.file}:{b.line}: {b.reason}")
@@ -204,7 +204,7 @@ def _print_merge(result: MergeResult, as_json: bool, *, show_records: bool = Fal
         doc = result.to_json()
         if show_records:
             doc["records"] = [json.loads(r.raw) for r in result.records]
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(json_text(json.dumps(doc, indent=2, ensure_ascii=False)))
         return
     verb = "would append" if result.dry_run else "appended"
     print(
@@ -326,7 +326,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         **_hub_side(path, args.config),
     ).local
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        print(json_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False)))
         return EXIT_OK
     if not result.dry_run and not result.rewritten:
         print(f"{path}: nothing to compact ({result.size_before:,} bytes, {result.kept:,} records)")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["CONTROLS", "fold", "md_code", "md_text", "token", "visible"]
+__all__ = ["CONTROLS", "fold", "json_text", "md_code", "md_text", "token", "visible"]
 
 CONTROLS = re.compile(
     "[\x00-\x1f\x7f-\x9f"  # C0 (newline, ESC, BEL...), DEL, C1 (NEL, CSI, OSC...)
@@ -53,6 +53,21 @@ def visible(text: str) -> str:
     if CONTROLS.search(text) is None:
         return text
     return CONTROLS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def json_text(document: str) -> str:
+    """A JSON document (as `json.dumps(..., ensure_ascii=False)` writes it) with every
+    control character JSON leaves raw (DEL, C1, U+2028 and U+2029, bidi controls)
+    written as a `\\uXXXX` escape: the same JSON values, safe on a terminal. Those
+    characters can only be inside strings, where the escape means the same."""
+    if _JSON_RAW.search(document) is None:
+        return document
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
+
+
+# What JSON writes raw inside strings: C0 is always escaped there, and outside strings it
+# is only the layout's newlines and spaces.
+_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 # A record string in the middle of a plain line: whitespace would make it two fields, and

@@ -7,7 +7,7 @@ import json
 import pytest
 from markdown_it import MarkdownIt
 
-from memsync.core.render import CONTROLS, fold, md_code, md_text, token, visible
+from memsync.core.render import CONTROLS, fold, json_text, md_code, md_text, token, visible
 
 HOSTILE_CONTROLS = [
     "a\nb",
@@ -138,3 +138,11 @@ def test_md_code_is_one_code_span_holding_the_string(rid: str) -> None:
     assert [c.type for c in children] == ["text", "code_inline", "text"]
     assert children[1].content.strip() == rid.strip()
     assert children[2].content == " after"
+
+
+@pytest.mark.parametrize("text", HOSTILE_CONTROLS)
+def test_json_text_escapes_what_json_leaves_raw_and_keeps_the_values(text: str) -> None:
+    document = json.dumps({"text": text, "tags": [text]}, ensure_ascii=False)
+    out = json_text(document)
+    assert CONTROLS.search(out) is None
+    assert json.loads(out) == json.loads(document)

@@ -102,6 +102,14 @@ def test_recall_cli(hostile: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert rest.startswith(" user  ") == h.user, (h.id, rest)
 
 
+def test_recall_cli_json(hostile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """JSON outputs hold the same values with DEL, C1, U+2028 and bidi controls escaped
+    (JSON leaves them raw with ensure_ascii=False): `_cli` checks none reached the output."""
+    out = _cli(capsys, "recall", str(hostile), "zebra", "--limit", "100", "--json")
+    hits = json.loads(out)
+    assert {h["id"]: h["text"] for h in hits} == {h.id: h.text for h in HOSTILE}
+
+
 def test_show(hostile: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = _cli(capsys, "show", str(hostile))
     where = _one_place(out.splitlines(), list(HOSTILE))
