@@ -26,7 +26,7 @@ def main(config_path: str) -> int:
         transports: dict[str, Transport] = {
             rc.name: KilledAfterReplace(open_remote(rc), replica + ".jsonl") for rc in remotes
         }
-        compact_memory(
+        done = compact_memory(
             mem.path,
             memory=mem.name,
             remotes=[rc.name for rc in remotes],
@@ -38,6 +38,11 @@ def main(config_path: str) -> int:
             quiet_seconds=0,
             force=True,
         )
+        for name, error in done.hub_errors.items():
+            print(f"{mem.name} in {name}: {error}", file=sys.stderr)
+        for name, sizes in done.hub_files.items():
+            if sizes is None:
+                print(f"{mem.name} in {name}: own hub file not as state says", file=sys.stderr)
     return 0
 
 
