@@ -1,12 +1,14 @@
 """Issue 14's start-up table: what agents run every session, against the floor.
 
     python -m compileall -q /work/main/memsync && cd /tmp && \
-        python /work/main/benchmarks/bench_startup.py [--runs 5] [--sizes 1k,10k,100k,1M]
+        python /work/main/benchmarks/bench_startup.py [--runs 5] [--sizes 1k,10k,100k,1M] \
+        [--base /work/wt-base/.venv/bin/python]
 
 Wall time and peak RSS (medians of `--runs`) of the agents' commands on memories of
 `--sizes` records (default 1k, 10k, 100k and 1M), each beside a naive script doing the
 same job with json (no lock, no validation, no view rules), plus `python -c pass` and
-`python -c "import memsync.cli"`:
+`python -c "import memsync.cli"`. With `--base PYTHON` (another tree's venv python), every
+memsync row runs in both trees, interleaved run by run, with the ratio now / base:
 
 - `memsync add` / naive add: append one entry.
 - `memsync forget ID` / naive forget: append a tombstone for an id the file holds (the
@@ -33,9 +35,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from common import machine, median, memory, records, sizes, timed
+from common import Run, machine, median, memory, records, sizes, timed
 
 QUERY = "retry"
 
@@ -141,50 +144,89 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", type=sizes, default="1k,10k,100k,1M", help="%(default)s")
+    ap.add_argument("--base", help="another tree's python: its memsync rows beside this tree's")
     args = ap.parse_args()
     py = sys.executable
+    pythons = [py] if args.base is None else [args.base, py]
     with tempfile.TemporaryDirectory(prefix="memsync-startup-") as tmp:
         state = Path(tmp) / "state"
-        memsync = ["env", f"XDG_STATE_HOME={state}", py, "-P", "-m", "memsync"]
+
+        def memsync(python: str) -> list[str]:
+            # One state directory per tree: their indexes need not share a format.
+            tree = "base" if python == args.base else "now"
+            return ["env", f"XDG_STATE_HOME={state / tree}", python, "-P", "-m", "memsync"]
+
         print(f"{machine()}; medians of {args.runs} runs; bytecode compiled first.\n")
-        print("| command | records | wall (s) | peak RSS (MB) |")
-        print("|---|---:|---:|---:|")
+        if args.base is None:
+            print("| command | records | wall (s) | peak RSS (MB) |")
+            print("|---|---:|---:|---:|")
+        else:
+            print("| command | records | base s | base MB | now s | now MB | now / base |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
 
-        def row(label: str, size: str, cmd: list[str], fresh: tuple[Path, Path] | None) -> None:
-            runs = []
+        def row(
+            label: str,
+            size: str,
+            argv: list[str],
+            fresh: tuple[Path, Path] | None,
+            naive: bool = False,
+            prefix: Callable[[str], list[str]] = memsync,
+        ) -> None:
+            """One table row: `argv` after each tree's `prefix`, or as is when `naive`
+            (this tree's python only)."""
+            trees = [py] if naive else pythons
+            runs: dict[str, list[Run]] = {p: [] for p in trees}
             for _ in range(args.runs):
-                if fresh is not None:  # a mutating command: the same input every run
-                    shutil.copyfile(*fresh)
-                runs.append(timed(cmd))
-            m = median(runs)
-            print(f"| {label} | {size} | {m.seconds:.3f} | {m.rss_mb:.0f} |", flush=True)
+                for p in trees:  # interleaved: the machine is noisy
+                    if fresh is not None:  # a mutating command: the same input every run
+                        shutil.copyfile(*fresh)
+                    runs[p].append(timed(argv if naive else [*prefix(p), *argv]))
+            now = median(runs[py])
+            if args.base is None:
+                print(f"| {label} | {size} | {now.seconds:.3f} | {now.rss_mb:.0f} |", flush=True)
+            elif naive:
+                cells = f"| | | {now.seconds:.3f} | {now.rss_mb:.0f} | |"
+                print(f"| {label} | {size} {cells}", flush=True)
+            else:
+                base = median(runs[args.base])
+                ratio = now.seconds / base.seconds
+                cells = (
+                    f"{base.seconds:.3f} | {base.rss_mb:.0f} | {now.seconds:.3f} | {now.rss_mb:.0f}"
+                )
+                print(f"| {label} | {size} | {cells} | {ratio:.2f} |", flush=True)
 
-        row("`python -c pass`", "-", [py, "-c", "pass"], None)
-        row("`python -c 'import memsync.cli'`", "-", [py, "-P", "-c", "import memsync.cli"], None)
+        row("`python -c pass`", "-", [py, "-c", "pass"], None, naive=True)
+        importing = ["-P", "-c", "import memsync.cli"]
+        row("`python -c 'import memsync.cli'`", "-", importing, None, prefix=lambda p: [p])
         for label in args.sizes:
             src = memory(label)
             path = Path(tmp) / f"m{label.lower()}.jsonl"
             fresh = (src, path)
             size = f"{records(label):,}"
             rid = first_id(src)
-            add = [*memsync, "add", str(path), "--kind", "fact", "--text", "x"]
+            add = ["add", str(path), "--kind", "fact", "--text", "x"]
             row("`memsync add`", size, add, fresh)
-            row("naive add (json, no lock)", size, [py, "-c", NAIVE_ADD, str(path), "x"], fresh)
-            row("`memsync forget ID`", size, [*memsync, "forget", str(path), rid], fresh)
+            naive_add = [py, "-c", NAIVE_ADD, str(path), "x"]
+            row("naive add (json, no lock)", size, naive_add, fresh, naive=True)
+            forget = ["forget", str(path), rid]
+            row("`memsync forget ID`", size, forget, fresh)
             naive_forget = [py, "-c", NAIVE_FORGET, str(path), rid]
-            row("naive forget (json, no lock)", size, naive_forget, fresh)
+            row("naive forget (json, no lock)", size, naive_forget, fresh, naive=True)
             # The read-only commands read the input itself.
-            row("`memsync show --json`", size, [*memsync, "show", "--json", str(src)], None)
-            row("naive show --json (json.loads)", size, [py, "-c", NAIVE_SHOW, str(src)], None)
-            prompt = [*memsync, "prompt", str(src), "--scope", "github.com", "--max-chars", "2000"]
+            show = ["show", "--json", str(src)]
+            row("`memsync show --json`", size, show, None)
+            naive_show = [py, "-c", NAIVE_SHOW, str(src)]
+            row("naive show --json (json.loads)", size, naive_show, None, naive=True)
+            prompt = ["prompt", str(src), "--scope", "github.com", "--max-chars", "2000"]
             row("`memsync prompt --max-chars 2000`", size, prompt, None)
             naive_prompt = [py, "-c", NAIVE_PROMPT, str(src), "github.com"]
-            row("naive prompt (json.loads)", size, naive_prompt, None)
-            recall = [*memsync, "recall", str(src), QUERY]
-            subprocess.run(recall, stdout=subprocess.DEVNULL, check=True)  # builds the index
+            row("naive prompt (json.loads)", size, naive_prompt, None, naive=True)
+            recall = ["recall", str(src), QUERY]
+            for p in pythons:  # builds each tree's index, untimed
+                subprocess.run([*memsync(p), *recall], stdout=subprocess.DEVNULL, check=True)
             row(f"`memsync recall {QUERY}` (index warm)", size, recall, None)
             naive_recall = [py, "-c", NAIVE_RECALL, str(src), QUERY]
-            row("naive recall (json.loads)", size, naive_recall, None)
+            row("naive recall (json.loads)", size, naive_recall, None, naive=True)
             path.unlink(missing_ok=True)
 
 
