@@ -4,7 +4,7 @@ set, print how many distinct lines. No parsing, no view, no lock, no output file
     python benchmarks/floor.py benchmarks/data/m1m.jsonl
 
 8 MiB reads, the lines split with `bytes.split`, each line digested to 128 bits: xxhash's
-xxh3_128 when it is installed (memsync's own line digest, `core.merge.line_digest`), else
+xxh3_128 when it is installed (memsync's own line digest, `core.scan.line_digest`), else
 hashlib's blake2b with a 16-byte digest. `bench_round.py` times it as the `floor` baseline.
 """
 

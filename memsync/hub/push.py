@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from dataclasses import asdict
 
 from memsync.core.lines import LineSplitter, classify, split_complete
-from memsync.core.merge import Withheld, line_digest
+from memsync.core.merge import Withheld
 from memsync.core.records import Record
+from memsync.core.scan import line_digest
 from memsync.core.secrets import record_secrets
 from memsync.core.timestamps import format_ts
 from memsync.core.watermarks import (

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memsync.core.lines import Header, LineSplitter, classify
-from memsync.core.merge import line_digest
 from memsync.core.names import valid_replica
+from memsync.core.scan import line_digest
 from memsync.core.watermarks import (
     WATERMARK_SUFFIX,
     covers,

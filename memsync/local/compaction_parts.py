@@ -34,8 +34,8 @@ from memsync.core.compaction import (
     plan_part,
 )
 from memsync.core.lines import Blank, Header, Invalid, classify
-from memsync.core.merge import lines_naming, quick_id, superseding_lines
 from memsync.core.records import Record
+from memsync.core.scan import lines_naming, quick_id, superseding_lines
 from memsync.local.progress import Progress
 from memsync.local.reading import no_gc
 from memsync.local.storage import CHUNK_BYTES, read_chunks_fd

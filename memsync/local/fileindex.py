@@ -25,15 +25,15 @@ from typing import Self
 import xxhash
 
 from memsync.core.lines import classify
-from memsync.core.merge import USUAL_ID as _USUAL_ID
-from memsync.core.merge import (
+from memsync.core.records import Record
+from memsync.core.scan import USUAL_ID as _USUAL_ID
+from memsync.core.scan import (
     dest_relevant,
     line_digest,
     may_supersede,
     quick_id,
     superseding_starts,
 )
-from memsync.core.records import Record
 from memsync.core.view import Index
 from memsync.local.sqlitedb import connect
 from memsync.local.storage import Chunk, read_chunks, read_tail

@@ -4,7 +4,7 @@ not of the source (issue 14).
 The source's view is per id but for supersession (rule 10: an id superseded by any
 record of any id). So the source's lines are split by id (`compaction_parts.split_file`),
 the supersessions of the whole file are gathered first from the few lines that may
-supersede (`core.merge.superseding_lines`), and each partition's index, given those,
+supersede (`core.scan.superseding_lines`), and each partition's index, given those,
 yields that partition's view and its share of `select_handoff`'s lines. The chosen lines
 go to a temporary file, then into the destination like a merge, in batches.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from memsync.core.handoff import HandoffFilter, select_handoff
 from memsync.core.lines import classify
-from memsync.core.merge import superseding_lines
 from memsync.core.records import Record
+from memsync.core.scan import superseding_lines
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, build_view
 from memsync.local.compaction_parts import PART_BYTES, Spill, split_file
 from memsync.local.drain import recover_after_crash

@@ -23,13 +23,10 @@ from memsync.core.merge import (
     MergeSteps,
     Relevant,
     Withheld,
-    line_digest,
-    lines_naming,
     merge_steps,
-    relevant_index,
-    superseding_lines,
 )
 from memsync.core.records import Record
+from memsync.core.scan import line_digest, lines_naming, relevant_index, superseding_lines
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, build_view
 from memsync.errors import FileReplaced

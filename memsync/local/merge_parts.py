@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.core.lines import BadLine, classify
-from memsync.core.merge import Held, MergePlan, Withheld, line_digest, quick_id
+from memsync.core.merge import Held, MergePlan, Withheld
 from memsync.core.records import Record
+from memsync.core.scan import line_digest, quick_id
 from memsync.local.compaction_parts import Spill
 
 __all__ = [
