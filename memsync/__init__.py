@@ -38,6 +38,7 @@ if _typing.TYPE_CHECKING:
     from memsync.local.compaction import CompactionResult, compact_file
     from memsync.local.export import export_markdown
     from memsync.local.fulltext import RecallHit, recall
+    from memsync.local.handoff import handoff
     from memsync.local.importers import ImportResult, import_mcp_memory
     from memsync.local.located import check_files
     from memsync.local.memory import Memory
@@ -45,7 +46,6 @@ if _typing.TYPE_CHECKING:
         MergeResult,
         PendingMerge,
         apply_merge,
-        handoff,
         merge_files,
         plan_file_merge,
     )
@@ -79,7 +79,7 @@ _LAZY = {
     "check_files": "memsync.local.located",
     "compact_file": "memsync.local.compaction",
     "export_markdown": "memsync.local.export",
-    "handoff": "memsync.local.merge",
+    "handoff": "memsync.local.handoff",
     "import_mcp_memory": "memsync.local.importers",
     "merge_files": "memsync.local.merge",
     "open_transport": "memsync.hub.transports",

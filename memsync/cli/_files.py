@@ -260,7 +260,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_handoff(args: argparse.Namespace) -> int:
     from memsync.core.handoff import HandoffFilter
-    from memsync.local.merge import handoff
+    from memsync.local.handoff import handoff
 
     [src] = existing([args.src])
     if src.resolve() == args.dest.resolve() or same_file(src, args.dest):

@@ -1,7 +1,7 @@
 """Handoff's selection (DESIGN "handoff"): which records of one memory to hand to another.
 
 Pure: the records of the source (its index and view) and the ids the destination holds
-in, the lines to merge out; `memsync.local.merge.handoff` reads the files and merges them
+in, the lines to merge out; `memsync.local.handoff.handoff` reads the files and merges them
 with the merge sequence (rule 14).
 """
 

@@ -1,5 +1,5 @@
 """Merging memory files: read the destination's state, plan (pure, `memsync.core.merge`),
-and apply under the destination's lock. Also `handoff`, which merges a filtered slice.
+and apply under the destination's lock (`memsync.local.handoff` merges a filtered slice).
 
 The destination's existing bytes never change: a merge only appends whole lines, copied
 byte for byte from the sources (SEMANTICS rules 5 and 13).
@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memsync.core.handoff import HandoffFilter, select_handoff
-from memsync.core.lines import classify
 from memsync.core.merge import (
     DEFAULT_MAX_FUTURE,
     Known,
@@ -28,14 +26,14 @@ from memsync.core.merge import (
 from memsync.core.records import Record
 from memsync.core.scan import line_digest, lines_naming, relevant_index, superseding_lines
 from memsync.core.timestamps import format_ts
-from memsync.core.view import Index, build_view
+from memsync.core.view import Index
 from memsync.errors import FileReplaced
-from memsync.local import handoff_parts, merge_parts
+from memsync.local import merge_parts
 from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.progress import Progress
-from memsync.local.reading import no_gc, scan
+from memsync.local.reading import no_gc
 from memsync.local.statedir import StateDir
 from memsync.local.storage import (
     Chunk,
@@ -51,7 +49,6 @@ __all__ = [
     "MergeResult",
     "PendingMerge",
     "apply_merge",
-    "handoff",
     "merge_chunks",
     "merge_files",
     "merge_indexed",
@@ -540,99 +537,6 @@ def _result(pending: PendingMerge, *, dry_run: bool) -> MergeResult:
         dry_run=dry_run,
         records=list(plan.append),
     )
-
-
-def _ids_of(path: Path) -> set[str]:
-    ids: set[str] = set()
-    if path.exists():
-        for chunk in read_chunks(path):
-            for n, raw in enumerate(chunk.lines, chunk.first_line):
-                parsed = classify(raw, source=str(path), line_no=n)
-                if type(parsed) is Record:
-                    ids.add(parsed.id)
-    return ids
-
-
-def handoff(
-    src: Path,
-    dest: Path,
-    selection: HandoffFilter,
-    *,
-    now: int | None = None,
-    dry_run: bool = False,
-    lock_timeout: float = DEFAULT_TIMEOUT,
-    progress: Progress | None = None,
-) -> MergeResult:
-    """Hand a slice of `src` to `dest`: append what makes DEST's view of the selected ids
-    agree with SRC's: the live current versions that match `selection`, and SRC's
-    tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14)."""
-    at = now_us() if now is None else now
-    if _size(src) > handoff_parts.PART_BYTES:
-        return _handoff_parted(src, dest, selection, at, dry_run, lock_timeout, progress)
-    dest_ids = _ids_of(dest)
-    superseding: list[Record] = []
-
-    def visit(_name: str, _line: int, rec: Record) -> None:
-        if not rec.deleted and rec.supersedes in dest_ids:
-            superseding.append(rec)
-
-    result = scan([src], visit=visit)
-    view = build_view(result.index, at)
-    chosen = select_handoff(result.index, view.live, dest_ids, superseding, selection)
-    lines = [(str(src), 0, chosen)]
-    pending = plan_records_merge(dest, lines, now=at)
-    if dry_run:
-        return _result(pending, dry_run=True)
-    for _attempt in range(3):
-        try:
-            return apply_merge(pending, lock_timeout=lock_timeout)
-        except _Replanned:
-            pending = plan_records_merge(dest, lines, now=at)
-    raise FileReplaced(str(dest), "handoff")
-
-
-def _handoff_parted(
-    src: Path,
-    dest: Path,
-    selection: HandoffFilter,
-    at: int,
-    dry_run: bool,
-    lock_timeout: float,
-    progress: Progress | None,
-) -> MergeResult:
-    """`handoff` of a large source (issue 14): the lines are chosen a partition by id at a
-    time (`handoff_parts`) into a temporary file beside `dest`, then merged a partition
-    at a time, as `merge_files` does (a dry run: in one plan, to list them)."""
-    private_dirs(dest.parent)
-    chosen, counts = handoff_parts.chosen_lines(
-        src, _ids_of(dest), selection, at, dest.parent, progress
-    )
-    try:
-        chunks = ((str(src), 0, lines) for lines in chosen.chunks())
-        digests = _DestDigests(dest)
-        if dry_run:
-            pending = _plan_batch(digests, dest, list(chunks), at, DEFAULT_MAX_FUTURE)
-            return _result(pending, dry_run=True)
-        total = MergeResult(dest=str(dest))
-        own = _OwnAppends()  # the lines come a partition by id at a time: see merge_files
-        lines = itertools.chain.from_iterable(chosen.chunks())
-        for batch in _partitions(str(src), lines, counts):
-            part = _merge_batch(digests, dest, batch, at, DEFAULT_MAX_FUTURE, lock_timeout, own)
-            _add_up(total, part, keep_records=False)
-            del batch, part  # freed before the next batch is read, not while
-        return total
-    finally:
-        chosen.close()
-
-
-def _partitions(
-    name: str, lines: Iterator[bytes], counts: list[int]
-) -> Iterator[list[tuple[str, int, list[bytes]]]]:
-    """`lines` cut into batches of `counts[0]`, `counts[1]`, ... lines, as chunks of
-    source `name` (line numbers unknown: 0)."""
-    for count in counts:
-        if count:
-            yield [(name, 0, list(itertools.islice(lines, count)))]
 
 
 def _cursor_chunks(

@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 
 import memsync.local.compaction_parts
-import memsync.local.handoff_parts
+import memsync.local.handoff
 import memsync.local.merge
 from memsync.core.handoff import HandoffFilter
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.local.compaction import compact_file
 from memsync.local.fresh import header_line
-from memsync.local.merge import handoff
+from memsync.local.handoff import handoff
 from memsync.local.reading import view_of
 from tests.helpers.paths import SHARED
 
@@ -235,7 +235,7 @@ def test_a_handoff_in_partitions_appends_what_the_whole_file_handoff_does(
     whole.write_bytes(held)
     parted.write_bytes(held)
     one = handoff(src, whole, selection, now=NOW)
-    monkeypatch.setattr(memsync.local.handoff_parts, "PART_BYTES", 4096)
+    monkeypatch.setattr(memsync.local.handoff, "PART_BYTES", 4096)
     monkeypatch.setattr(memsync.local.merge, "BATCH_LINES", 50_000)
     many = handoff(src, parted, selection, now=NOW)
     assert one.appended > 0

@@ -1,0 +1,218 @@
+"""Handing a slice of one memory file to another (`memsync handoff`): the lines of SRC
+that make DEST's view of the selected ids agree with SRC's, merged into DEST (rule 14).
+
+A large source (issue 14) is handed off in partitions by id, so that memory is that of one
+partition, not of the source. The source's view is per id but for supersession (rule 10:
+an id superseded by any record of any id). So the source's lines are split by id
+(`compaction_parts.split_file`), the supersessions of the whole file are gathered first
+from the few lines that may supersede (`core.scan.superseding_lines`), and each
+partition's index, given those, yields that partition's view and its share of
+`select_handoff`'s lines. The chosen lines go to a temporary file, then into the
+destination like a merge, a partition at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from memsync.core.handoff import HandoffFilter, select_handoff
+from memsync.core.lines import classify
+from memsync.core.merge import DEFAULT_MAX_FUTURE
+from memsync.core.records import Record
+from memsync.core.scan import superseding_lines
+from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, build_view
+from memsync.errors import FileReplaced
+from memsync.local.compaction_parts import PART_BYTES, Spill, split_file
+from memsync.local.drain import recover_after_crash
+from memsync.local.fresh import now_us
+from memsync.local.lock import DEFAULT_TIMEOUT
+from memsync.local.merge import (
+    MergeResult,
+    _add_up,
+    _DestDigests,
+    _merge_batch,
+    _OwnAppends,
+    _plan_batch,
+    _Replanned,
+    _result,
+    _size,
+    apply_merge,
+    plan_records_merge,
+)
+from memsync.local.progress import Progress
+from memsync.local.reading import no_gc, scan
+from memsync.local.storage import private_dirs, read_chunks
+
+__all__ = ["PART_BYTES", "chosen_lines", "handoff"]
+
+
+def _ids_of(path: Path) -> set[str]:
+    ids: set[str] = set()
+    if path.exists():
+        for chunk in read_chunks(path):
+            for n, raw in enumerate(chunk.lines, chunk.first_line):
+                parsed = classify(raw, source=str(path), line_no=n)
+                if type(parsed) is Record:
+                    ids.add(parsed.id)
+    return ids
+
+
+def handoff(
+    src: Path,
+    dest: Path,
+    selection: HandoffFilter,
+    *,
+    now: int | None = None,
+    dry_run: bool = False,
+    lock_timeout: float = DEFAULT_TIMEOUT,
+    progress: Progress | None = None,
+) -> MergeResult:
+    """Hand a slice of `src` to `dest`: append what makes DEST's view of the selected ids
+    agree with SRC's: the live current versions that match `selection`, and SRC's
+    tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14)."""
+    at = now_us() if now is None else now
+    if _size(src) > PART_BYTES:
+        return _handoff_parted(src, dest, selection, at, dry_run, lock_timeout, progress)
+    dest_ids = _ids_of(dest)
+    superseding: list[Record] = []
+
+    def visit(_name: str, _line: int, rec: Record) -> None:
+        if not rec.deleted and rec.supersedes in dest_ids:
+            superseding.append(rec)
+
+    result = scan([src], visit=visit)
+    view = build_view(result.index, at)
+    chosen = select_handoff(result.index, view.live, dest_ids, superseding, selection)
+    lines = [(str(src), 0, chosen)]
+    pending = plan_records_merge(dest, lines, now=at)
+    if dry_run:
+        return _result(pending, dry_run=True)
+    for _attempt in range(3):
+        try:
+            return apply_merge(pending, lock_timeout=lock_timeout)
+        except _Replanned:
+            pending = plan_records_merge(dest, lines, now=at)
+    raise FileReplaced(str(dest), "handoff")
+
+
+def _handoff_parted(
+    src: Path,
+    dest: Path,
+    selection: HandoffFilter,
+    at: int,
+    dry_run: bool,
+    lock_timeout: float,
+    progress: Progress | None,
+) -> MergeResult:
+    """`handoff` of a large source (issue 14): the lines are chosen a partition by id at a
+    time (`chosen_lines`) into a temporary file beside `dest`, then merged a partition
+    at a time, as `merge_files` does (a dry run: in one plan, to list them)."""
+    private_dirs(dest.parent)
+    chosen, counts = chosen_lines(src, _ids_of(dest), selection, at, dest.parent, progress)
+    try:
+        chunks = ((str(src), 0, lines) for lines in chosen.chunks())
+        digests = _DestDigests(dest)
+        if dry_run:
+            pending = _plan_batch(digests, dest, list(chunks), at, DEFAULT_MAX_FUTURE)
+            return _result(pending, dry_run=True)
+        total = MergeResult(dest=str(dest))
+        own = _OwnAppends()  # the lines come a partition by id at a time: see merge_files
+        lines = itertools.chain.from_iterable(chosen.chunks())
+        for batch in _partitions(str(src), lines, counts):
+            part = _merge_batch(digests, dest, batch, at, DEFAULT_MAX_FUTURE, lock_timeout, own)
+            _add_up(total, part, keep_records=False)
+            del batch, part  # freed before the next batch is read, not while
+        return total
+    finally:
+        chosen.close()
+
+
+def _partitions(
+    name: str, lines: Iterator[bytes], counts: list[int]
+) -> Iterator[list[tuple[str, int, list[bytes]]]]:
+    """`lines` cut into batches of `counts[0]`, `counts[1]`, ... lines, as chunks of
+    source `name` (line numbers unknown: 0)."""
+    for count in counts:
+        if count:
+            yield [(name, 0, list(itertools.islice(lines, count)))]
+
+
+def _supersessions(src: Path) -> dict[str, int]:
+    """Every supersession of `src` (rule 10): superseded id -> SUPERSEDED_BY_* bits."""
+    bits: dict[str, int] = {}
+    for chunk in read_chunks(src):
+        for raw in superseding_lines(chunk.data):
+            rec = classify(raw)
+            if type(rec) is Record and not rec.deleted and rec.supersedes is not None:
+                bit = SUPERSEDED_BY_USER if rec.user else SUPERSEDED_BY_INFERRED
+                bits[rec.supersedes] = bits.get(rec.supersedes, 0) | bit
+    return bits
+
+
+def chosen_lines(
+    src: Path,
+    dest_ids: set[str],
+    selection: HandoffFilter,
+    now: int,
+    folder: Path,
+    progress: Progress | None = None,
+) -> tuple[Spill, list[int]]:
+    """`select_handoff`'s lines for `src` into a temporary file in `folder` (the caller
+    closes it), computed a partition at a time (by id), and how many lines each partition
+    gave, in the file's order."""
+    recover_after_crash(src)  # lines a killed compaction left aside (rule 16)
+    name = str(src)
+    size = src.stat().st_size
+    count = max(1, -(-size // PART_BYTES))
+    superseded = _supersessions(src)
+    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    out = Spill(folder)
+    counts: list[int] = []
+    try:
+        with no_gc():
+            parted = split_file(fd, name, folder, count, progress, "handoff: reading")
+        try:
+            for i, part in enumerate(parted.parts):
+                chosen = 0
+                for raw in _part_chosen(part, name, dest_ids, superseded, selection, now):
+                    out.add(raw)
+                    chosen += 1
+                counts.append(chosen)
+                if progress is not None:
+                    progress("handoff: selecting", i + 1, i + 1, count)
+        finally:
+            parted.close()
+    except BaseException:
+        out.close()
+        raise
+    finally:
+        os.close(fd)
+    out.flush()
+    return out, counts
+
+
+def _part_chosen(
+    part: Spill,
+    name: str,
+    dest_ids: set[str],
+    superseded: dict[str, int],
+    selection: HandoffFilter,
+    now: int,
+) -> Iterator[bytes]:
+    index = Index()
+    superseding: list[Record] = []
+    with no_gc():
+        for lines in part.chunks():
+            for line in lines:
+                n, _, raw = line.partition(b" ")
+                rec = classify(raw, source=name, line_no=int(n))
+                if type(rec) is Record:
+                    index.add(rec)
+                    if not rec.deleted and rec.supersedes in dest_ids:
+                        superseding.append(rec)
+        index.superseded = superseded  # rule 10 counts supersessions from every id
+        live = build_view(index, now).live
+        yield from select_handoff(index, live, dest_ids, superseding, selection)
