@@ -2,7 +2,8 @@
 `memsync.core.compaction`.
 
 `compact_file` starts only when the file is quiet: unchanged for `quiet_seconds`, held open
-for writing by no other process (`memsync.local.procfs`), and its lock taken; otherwise it raises
+for writing by no other process (`memsync.local.writers`; where no detector can tell, it
+is not quiet either), and its lock taken; otherwise it raises
 `NotQuiet`, and the caller tries again later. A file that agents never stop writing would
 be postponed for ever: `force` (the daemon, after `max_postpone_seconds` of postponements)
 does not wait for the quiet period, only for a moment with no process holding the file
@@ -19,8 +20,9 @@ under the lock:
    folder fsynced;
 4. the old inode is drained: complete lines that reached it after the read are appended to
    the new file, until no other process holds it open for writing (or the grace period
-   ends where there is no /proc); an unterminated last line left there goes to the side
-   file. Then the aside link is removed.
+   ends where no detector can tell); an unterminated last line left there goes to the side
+   file. Then the aside link is removed, unless a writer still holds the old inode or none
+   can be told, in which case it stays for the next compaction to drain.
 
 A kill at any point leaves the old file or the new one in place, never a mix; the next
 compaction removes the temp file and drains an aside link from its recorded offset.
@@ -69,8 +71,8 @@ from memsync.local.drain import (
 )
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import held, lock_path
-from memsync.local.procfs import writers
 from memsync.local.progress import Progress
+from memsync.local.quiet import check_quiet, wait_for_writers
 from memsync.local.reading import no_gc
 from memsync.local.storage import fsync_dir, read_chunks_fd, write_all
 
@@ -88,11 +90,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DAY = 24 * 3600 * SECOND
-# DEFAULT_GRACE_SECONDS: with /proc the drain stops as soon as no process holds the old
-# inode open (after `_SETTLE` seconds); without it, it drains for the whole period.
+# DEFAULT_GRACE_SECONDS: the drain stops as soon as no process holds the old inode open
+# (after `_SETTLE` seconds); where no detector can tell, it drains for the whole period.
 
 _LOCK_TIMEOUT = 1.0
-_WRITERS_POLL = 0.05  # seconds between two looks at /proc in a forced compaction
 # How long a forced compaction waits for a moment with no writer: an append holds the file
 # for a moment only, and the daemon's main loop waits meanwhile.
 _WRITERS_PATIENCE = 1.0
@@ -240,9 +241,9 @@ def compact_file(
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             if force:
-                _wait_for_writers(path, os.fstat(fd), min(grace_seconds, _WRITERS_PATIENCE))
+                wait_for_writers(path, os.fstat(fd), min(grace_seconds, _WRITERS_PATIENCE))
             else:
-                _check_quiet(path, os.fstat(fd), quiet_seconds)
+                check_quiet(path, os.fstat(fd), quiet_seconds)
             work = _work(path, fd, at, progress)
             try:
                 work.survey()
@@ -262,34 +263,6 @@ def _compaction_lock(path: Path, timeout: float) -> Iterator[None]:
     busy = f"{path}: locked by another memsync process"
     with held(lock_path(path), timeout, lambda: NotQuiet(busy)):
         yield
-
-
-def _check_quiet(path: Path, st: os.stat_result, quiet_seconds: float) -> None:
-    age = time.time() - st.st_mtime
-    if age < quiet_seconds:
-        raise NotQuiet(
-            f"{path}: changed {max(age, 0.0):.0f} s ago; quiet period is {quiet_seconds:g} s"
-        )
-    busy = writers(st.st_dev, st.st_ino)
-    if busy:
-        who = ", ".join(str(w) for w in busy)
-        raise NotQuiet(f"{path}: open for writing by {who}; compaction would lose its writes")
-
-
-def _wait_for_writers(path: Path, st: os.stat_result, patience: float) -> None:
-    """A forced compaction's check: no process holds the file open for writing, waited
-    for up to `patience` seconds. An agent that appends with an open, write, close each
-    time holds it for a moment only (and a write that races with the rename reaches the
-    old inode, which the drain copies); one that keeps its handle open never lets go."""
-    until = time.monotonic() + patience
-    while busy := writers(st.st_dev, st.st_ino):
-        if time.monotonic() >= until:
-            who = ", ".join(str(w) for w in busy)
-            raise NotQuiet(
-                f"{path}: open for writing by {who} for {patience:g} s; compaction would "
-                "lose what it writes later"
-            )
-        time.sleep(_WRITERS_POLL)
 
 
 class _Work:

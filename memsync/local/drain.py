@@ -22,9 +22,8 @@ from memsync.core.timestamps import format_ts
 from memsync.errors import NotQuiet
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import held, lock_path
-from memsync.local.procfs import Writer, writers
-from memsync.local.procfs import available as procfs_available
 from memsync.local.storage import CHUNK_BYTES, append_bytes
+from memsync.local.writers import Writer, find_writers, who
 
 __all__ = [
     "Drained",
@@ -63,6 +62,8 @@ class Drained:
         offset: where the copy stopped in the old inode (after its last complete line).
         torn: an unterminated last line left after `offset` (b"" when none).
         holders: processes that still held the old inode open for writing at the end.
+        unknown: no detector could tell who held it at the end (`holders` is then empty,
+            which does not mean nobody does).
     """
 
     lines: int
@@ -70,18 +71,20 @@ class Drained:
     offset: int
     torn: bytes
     holders: tuple[Writer, ...]
+    unknown: bool = False
 
 
 def drain(old_fd: int, offset: int, path: Path, until: float) -> Drained:
     """Copy to `path` the complete lines that reach the old inode `old_fd` from `offset` on.
 
     Runs until no other process holds the old inode open for writing (but at least
-    `_SETTLE` seconds), or until the monotonic clock passes `until`; where /proc cannot
-    tell who holds it, until `until`. Appends go to `path` as whole lines with one write
-    each (rule 13); the caller holds the file's lock, so `path` is the new inode.
+    `_SETTLE` seconds), or until the monotonic clock passes `until`; where no detector of
+    `memsync.local.writers` can tell who holds it, until `until`. Appends go to `path` as
+    whole lines with one write each (rule 13); the caller holds the file's lock, so `path`
+    is the new inode.
     """
     st = os.fstat(old_fd)
-    can_tell = procfs_available()
+    can_tell = False
     settle = time.monotonic() + min(_SETTLE, max(0.0, until - time.monotonic()))
     lines = copied = 0
     pending = b""
@@ -98,7 +101,8 @@ def drain(old_fd: int, offset: int, path: Path, until: float) -> Drained:
         pending = data[cut:]
         now = time.monotonic()
         if now >= until or now >= settle:
-            holders = tuple(writers(st.st_dev, st.st_ino)) if can_tell else ()
+            found = find_writers(st.st_dev, st.st_ino)
+            can_tell, holders = found is not None, tuple(found or ())
             if can_tell and not holders and _pread_all(old_fd, offset + len(pending)):
                 continue  # a last write landed between the read and the check
             if now >= until or (can_tell and not holders):
@@ -106,27 +110,30 @@ def drain(old_fd: int, offset: int, path: Path, until: float) -> Drained:
         time.sleep(_POLL)
     if lines:
         logger.info("%s: copied %d line(s) that reached the old file late", path, lines)
-    return Drained(lines, copied, offset, pending, holders)
+    return Drained(lines, copied, offset, pending, holders, unknown=not can_tell)
 
 
 def finish_drain(path: Path, aside: Path | None, drained: Drained, now: int) -> int:
-    """After a drain: while some process still holds the old inode open for writing, keep
-    its aside link, renamed for the offset reached, so that the next compaction copies what
-    it writes later; else the link goes and an unterminated last line goes to the side
+    """After a drain: while some process still holds the old inode open for writing, or
+    none can be told (`Drained.unknown`: "cannot tell" is not "nobody"), keep its aside
+    link, renamed for the offset reached, so that the next compaction copies what it
+    writes later; else the link goes and an unterminated last line goes to the side
     file. Returns how many lines went there."""
-    if drained.holders:
-        who = ", ".join(map(str, drained.holders))
+    if drained.holders or drained.unknown:
+        holder = who(drained.holders) if drained.holders else "a process (cannot tell)"
         if aside is not None:
             keep = aside.with_name(_ASIDE.sub(f".old-{os.getpid()}-{drained.offset}", aside.name))
             os.replace(aside, keep)
             logger.warning(
-                "%s: %s still holds the old file open; the next compaction copies what it "
+                "%s: %s may still hold the old file open; the next compaction copies what it "
                 "writes there",
                 path,
-                who,
+                holder,
             )
             return 0
-        logger.warning("%s: %s still holds the old file open; what it writes is lost", path, who)
+        logger.warning(
+            "%s: %s may still hold the old file open; what it writes is lost", path, holder
+        )
     if aside is not None:
         unlink(aside)
     if drained.torn:

@@ -15,8 +15,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,6 +30,7 @@ from memsync.local.fresh import header_line
 from memsync.local.merge import merge_files
 from memsync.local.reading import view_of
 from tests.helpers.records import DAY, T0, entry, tomb
+from tests.helpers.writers import HOLDER, LINUX_DETECTORS, holding, only, release
 
 NOW = T0 + 30 * DAY
 """Tombstones of the samples are 30 days old: within the default 90-day horizon."""
@@ -228,51 +227,19 @@ def test_quiet_period_is_respected(tmp_path: Path) -> None:
     assert compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0).rewritten
 
 
-HOLDER = """
-import sys
-with open(sys.argv[1], "a", encoding="utf-8") as f:
-    print("open", flush=True)
-    for line in sys.stdin:
-        if line == "close\\n":
-            break
-        f.write(line)
-        f.flush()
-        print("ok", flush=True)
-"""
+@pytest.fixture(params=LINUX_DETECTORS)
+def detector(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The tests with a real holder run under each writer detector that works on Linux
+    (issue 23, item 1)."""
+    name: str = request.param
+    only(monkeypatch, name)
+    return name
 
 
-@contextmanager
-def _holding(path: Path) -> Iterator[subprocess.Popen[str]]:
-    """A real process holding `path` open for appending (HOLDER), ready; killed on the way
-    out if it did not end by itself."""
-    with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as holder:
-        assert holder.stdin is not None
-        assert holder.stdout is not None
-        assert holder.stdout.readline() == "open\n"
-        try:
-            yield holder
-        finally:
-            if holder.poll() is None:
-                holder.kill()
-
-
-def _release(holder: subprocess.Popen[str]) -> None:
-    """Tell HOLDER to close the file, and wait for it to end."""
-    assert holder.stdin is not None
-    holder.stdin.write("close\n")
-    holder.stdin.flush()
-    assert holder.wait(timeout=30) == 0
-
-
-def test_a_writer_holding_the_file_open_holds_compaction_off(tmp_path: Path) -> None:
+def test_a_writer_holding_the_file_open_holds_compaction_off(tmp_path: Path, detector: str) -> None:
     path = write(tmp_path / "m.jsonl", *SAMPLE)
     written = []
-    with _holding(path) as holder:
+    with holding(path) as holder:
         assert holder.stdin is not None
         assert holder.stdout is not None
         for i in range(3):
@@ -283,7 +250,7 @@ def test_a_writer_holding_the_file_open_holds_compaction_off(tmp_path: Path) -> 
             written.append(line.encode())
             with pytest.raises(NotQuiet, match=rf"open for writing by pid {holder.pid} \("):
                 compact_file(path, now=NOW, quiet_seconds=0)
-        _release(holder)
+        release(holder)
     assert compact_file(path, now=NOW, quiet_seconds=0, grace_seconds=0).rewritten
     assert all(raw in live(path) for raw in written)
 
@@ -298,19 +265,19 @@ def test_a_forced_compaction_does_not_wait_for_the_quiet_period(tmp_path: Path) 
 
 
 def test_a_forced_compaction_still_waits_for_a_writer_holding_the_file_open(
-    tmp_path: Path,
+    tmp_path: Path, detector: str
 ) -> None:
     """A handle kept open would write to the old inode after the drain: even forced,
     compaction waits for it (a while), then gives up and says who holds it."""
     path = write(tmp_path / "m.jsonl", *SAMPLE)
     data = path.read_bytes()
-    with _holding(path) as holder:
+    with holding(path) as holder:
         started = time.monotonic()
         with pytest.raises(NotQuiet, match=rf"open for writing by pid {holder.pid} \(.* 0.3 s"):
             compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0.3, force=True)
         assert time.monotonic() - started >= 0.3
         assert path.read_bytes() == data
-        _release(holder)
+        release(holder)
     assert compact_file(path, now=NOW, quiet_seconds=60, grace_seconds=0, force=True).rewritten
 
 
@@ -366,7 +333,7 @@ def test_drain_copies_what_reaches_the_old_inode_after_the_rename(tmp_path: Path
 
 
 def test_drain_waits_for_a_writer_that_opened_the_file_before_the_rename(
-    tmp_path: Path,
+    tmp_path: Path, detector: str
 ) -> None:
     """The logrotate problem: a process that opened the file just before the rename keeps
     writing into the old inode. The drain goes on until it closes it (within the grace
@@ -411,7 +378,9 @@ def test_drain_waits_for_a_writer_that_opened_the_file_before_the_rename(
     assert entry("late1", 6) in live(path)
 
 
-def test_an_old_inode_still_open_is_kept_aside_until_its_writer_closes(tmp_path: Path) -> None:
+def test_an_old_inode_still_open_is_kept_aside_until_its_writer_closes(
+    tmp_path: Path, detector: str
+) -> None:
     """A writer still holding the replaced file when the drain ends: its aside link stays
     (renamed for the offset reached), and a later compaction copies what it wrote since."""
     path = write(tmp_path / "m.jsonl", *SAMPLE)

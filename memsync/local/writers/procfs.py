@@ -1,58 +1,48 @@
-"""Which processes hold a file open for writing (Linux `/proc`), for compaction's quiet check.
+"""Which processes hold a file open for writing, read from Linux's `/proc`.
 
-An agent with a long-lived append handle would go on writing into the renamed-away inode
-after a compaction (the logrotate problem), so compaction does not start while another
-process holds the file open with `O_WRONLY` or `O_RDWR`, and keeps draining the old inode
-until no process holds it. Without `/proc` (macOS, BSD) the check finds nothing; the
-shell then drains for its whole grace period instead.
+`PROC` is looked up at each call (not bound at definition), so that a test can point it
+at a folder that does not exist and see what a system without `/proc` sees.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PROC", "Writer", "available", "writers"]
+from memsync.local.writers.base import Writer
+
+__all__ = ["PROC", "ProcFs", "available", "writers"]
 
 PROC = Path("/proc")
 
 _ACCMODE = os.O_ACCMODE if hasattr(os, "O_ACCMODE") else 3
 
 
-@dataclass(frozen=True, slots=True)
-class Writer:
-    """A process holding the file open for writing: its pid, command name and fd."""
-
-    pid: int
-    name: str
-    fd: int
-
-    def __str__(self) -> str:
-        return f"pid {self.pid} ({self.name})"
-
-
-def available(proc: Path = PROC) -> bool:
+def available(proc: Path | None = None) -> bool:
     """Whether `/proc/<pid>/fd` can be read on this system."""
-    return (proc / "self" / "fd").is_dir()
+    return ((PROC if proc is None else proc) / "self" / "fd").is_dir()
 
 
-def writers(dev: int, ino: int, *, proc: Path = PROC) -> list[Writer]:
-    """The other processes holding the file (`dev`, `ino`) open for writing.
+def writers(dev: int, ino: int, *, proc: Path | None = None) -> list[Writer] | None:
+    """The other processes holding the file (`dev`, `ino`) open for writing; None when
+    `/proc` cannot be read at all.
 
     Our own process is skipped, and so are processes whose fds we may not read (another
-    user's, under a hardened /proc): a check that can see nothing finds nothing.
+    user's, under a hardened /proc): an agent writing the file runs as its owner.
     """
+    root = PROC if proc is None else proc
+    if not available(root):
+        return None
     own = os.getpid()
     found: list[Writer] = []
     try:
-        entries = os.listdir(proc)
+        entries = os.listdir(root)
     except OSError:
-        return found
+        return None
     for entry in entries:
         if not entry.isdigit() or int(entry) == own:
             continue
-        fd_dir = f"{proc}/{entry}/fd"
+        fd_dir = f"{root}/{entry}/fd"
         try:
             fds = os.listdir(fd_dir)
         except OSError:
@@ -67,9 +57,21 @@ def writers(dev: int, ino: int, *, proc: Path = PROC) -> list[Writer]:
                 continue
             if st.st_ino != ino or st.st_dev != dev:
                 continue
-            if _writable(proc, entry, fd):
-                found.append(Writer(int(entry), _name(proc, entry), int(fd)))
+            if _writable(root, entry, fd):
+                found.append(Writer(int(entry), _name(root, entry), int(fd)))
     return found
+
+
+class ProcFs:
+    """The `/proc` detector (Linux)."""
+
+    name = "procfs"
+
+    def available(self) -> bool:
+        return available()
+
+    def writers(self, dev: int, ino: int) -> list[Writer] | None:
+        return writers(dev, ino)
 
 
 def _writable(proc: Path, pid: str, fd: str) -> bool:
