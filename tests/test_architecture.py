@@ -517,6 +517,25 @@ def test_the_everyday_commands_start_without_pydantic_sqlite_or_the_hub(tmp_path
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
 
 
+def test_add_starts_without_the_view(tmp_path: Path) -> None:
+    """Issue 20: `memsync add` (and `forget`) import only what appending needs: not the
+    view (`core.view`), the located scan, the drain's reading side or the other commands."""
+    memory = tmp_path / "me.jsonl"
+    code = (
+        "import sys\n"
+        "from memsync.cli import main\n"
+        f"assert main(['add', {str(memory)!r}, '--kind', 'fact', '--text', 'x']) == 0\n"
+        "heavy = {'memsync.core.view', 'memsync.core.compaction', 'memsync.core.prompt',\n"
+        "         'memsync.local.located', 'memsync.local.reading', 'memsync.cli._files',\n"
+        "         'memsync.cli._hubs', 'sqlite3', 'pydantic'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
 TESTS = Path(__file__).resolve().parent
 
 

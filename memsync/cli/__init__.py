@@ -8,6 +8,7 @@ Every error is one line on stderr, `memsync: <what went wrong>`, never a traceba
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -26,25 +27,8 @@ from memsync.cli._common import (
     positive_int_arg,
     timestamp_arg,
 )
-from memsync.cli._files import (
-    cmd_add,
-    cmd_check,
-    cmd_compact,
-    cmd_forget,
-    cmd_handoff,
-    cmd_merge,
-    cmd_prompt,
-    cmd_show,
-)
 from memsync.cli._help import describe
-from memsync.cli._hubs import (
-    cmd_check_config,
-    cmd_daemon,
-    cmd_forget_replica,
-    cmd_status,
-    cmd_sync,
-)
-from memsync.core.compaction import (
+from memsync.core.compaction_limits import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_HORIZON_DAYS,
     DEFAULT_QUIET_SECONDS,
@@ -79,12 +63,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--confidence", type=confidence_arg, default=1.0)
     p.add_argument("--expires-at", type=timestamp_arg, default=None, metavar="TS")
     p.add_argument("--supersedes", default=None, metavar="ID")
-    p.set_defaults(handler=cmd_add)
+    p.set_defaults(handler=_lazy("_writes", "cmd_add"))
 
     p = sub.add_parser("forget", help="append a tombstone for an id")
     p.add_argument("file", type=Path)
     p.add_argument("id")
-    p.set_defaults(handler=cmd_forget)
+    p.set_defaults(handler=_lazy("_writes", "cmd_forget"))
 
     p = sub.add_parser("show", help="the view of one or more files together")
     p.add_argument("files", type=Path, nargs="+", metavar="FILE")
@@ -97,7 +81,7 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the view's digest and entry count instead: equal on machines that agree",
     )
-    p.set_defaults(handler=cmd_show)
+    p.set_defaults(handler=_lazy("_files", "cmd_show"))
 
     p = sub.add_parser("prompt", help="the memory block for an agent's context")
     p.add_argument(
@@ -112,13 +96,13 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", default=None, help=SCOPE_HELP)
     p.add_argument("--max-chars", type=positive_int_arg, default=None, metavar="N")
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
-    p.set_defaults(handler=cmd_prompt)
+    p.set_defaults(handler=_lazy("_files", "cmd_prompt"))
 
     p = sub.add_parser("check", help="bad lines, twins, secrets, future-dated records")
     p.add_argument("files", type=Path, nargs="+", metavar="FILE")
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_check)
+    p.set_defaults(handler=_lazy("_files", "cmd_check"))
 
     p = sub.add_parser("merge", help="append to DEST the records of SRC... that it lacks")
     p.add_argument("sources", type=Path, nargs="+", metavar="SRC")
@@ -132,7 +116,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="a one-off merge: read everything, keep no index in the state directory",
     )
     _quiet_option(p)
-    p.set_defaults(handler=cmd_merge)
+    p.set_defaults(handler=_lazy("_files", "cmd_merge"))
 
     p = sub.add_parser("handoff", help="hand a memory, or a slice of it, to another agent")
     p.add_argument("src", type=Path, metavar="SRC")
@@ -155,7 +139,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list what would be appended")
     p.add_argument("--json", action="store_true")
     _quiet_option(p)
-    p.set_defaults(handler=cmd_handoff)
+    p.set_defaults(handler=_lazy("_files", "cmd_handoff"))
 
     p = sub.add_parser("compact", help="rewrite a file with only what its view needs")
     p.add_argument("file", type=Path, metavar="FILE")
@@ -191,7 +175,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="say what would be dropped")
     p.add_argument("--json", action="store_true")
     _quiet_option(p)
-    p.set_defaults(handler=cmd_compact)
+    p.set_defaults(handler=_lazy("_files", "cmd_compact"))
 
     p = sub.add_parser("sync", help="one pass of pull, merge and push with the remotes")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
@@ -199,26 +183,26 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remote", default=None, metavar="NAME")
     p.add_argument("--json", action="store_true")
     _quiet_option(p)
-    p.set_defaults(handler=cmd_sync)
+    p.set_defaults(handler=_lazy("_hubs", "cmd_sync"))
 
     p = sub.add_parser("check-config", help="validate a config file and print it resolved")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
-    p.set_defaults(handler=cmd_check_config)
+    p.set_defaults(handler=_lazy("_hubs", "cmd_check_config"))
 
     p = sub.add_parser("daemon", help="run in the foreground, keeping memories in sync")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
-    p.set_defaults(handler=cmd_daemon)
+    p.set_defaults(handler=_lazy("_hubs", "cmd_daemon"))
 
     p = sub.add_parser("status", help="what the daemon is doing; exit 1 when something is wrong")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_status)
+    p.set_defaults(handler=_lazy("_hubs", "cmd_status"))
 
     p = sub.add_parser("forget-replica", help="stop waiting for a retired replica")
     p.add_argument("replica", metavar="NAME")
     p.add_argument("--undo", action="store_true", help="take a replica back")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
-    p.set_defaults(handler=cmd_forget_replica)
+    p.set_defaults(handler=_lazy("_hubs", "cmd_forget_replica"))
 
     for register in _EXTRA_COMMANDS:
         register(sub)
@@ -231,6 +215,17 @@ _EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[Parser]], None]] = [
     _keys.register,  # key new | show | import | rotate (issue 12)
     _git.register,  # git setup, merge-driver (issue 22)
 ]
+
+
+def _lazy(module: str, name: str) -> Handler:
+    """The handler `name` of `memsync.cli.<module>`, imported only when its command runs:
+    `memsync add` never imports what `show` or `sync` needs (issue 20: start-up time)."""
+
+    def run(args: argparse.Namespace) -> int:
+        handler: Handler = getattr(importlib.import_module(f"memsync.cli.{module}"), name)
+        return handler(args)
+
+    return run
 
 
 QUIET_HELP = "no progress line on a terminal for long operations"

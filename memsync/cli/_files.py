@@ -1,10 +1,10 @@
-"""Commands on memory files: add, forget, show, prompt, check, merge, handoff, compact."""
+"""Commands that read memory files: show, prompt, check, merge, handoff, compact (`add` and
+`forget` are in `_writes`: they start without the view machinery)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -26,21 +26,18 @@ from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
 from memsync.errors import UsageError
 from memsync.local.located import check_files, located_view
-from memsync.local.memory import Memory
 from memsync.local.reading import no_gc, prompt_of
 from memsync.local.targets import require_memory_target, same_file
 
-# What the agents' everyday commands (add, forget, show, prompt, check) do not need is
+# What the agents' everyday commands (show, prompt, check) do not need is
 # imported inside the commands that do: the merge's SQLite index, the config (pydantic),
 # the hub (issue 14: start-up time).
 if TYPE_CHECKING:
     from memsync.local.merge import MergeResult
 
 __all__ = [
-    "cmd_add",
     "cmd_check",
     "cmd_compact",
-    "cmd_forget",
     "cmd_handoff",
     "cmd_merge",
     "cmd_prompt",
@@ -48,46 +45,7 @@ __all__ = [
 ]
 
 
-# Commands of the core: add, forget, show, prompt, check
-
-
-_KEY_LIKE = re.compile(r"[A-Za-z0-9+/_=-]{43,}")
-"""A run as long as a 32-byte key in base64 (43+) or hex (64): only then is the config read
-to compare with this machine's hub keys (reading it costs more than the rest of `add`)."""
-
-
-def _own_keys_if_key_like(args: argparse.Namespace) -> tuple[str, ...]:
-    """This machine's hub keys in every printed form, when the entry holds a run that could
-    be one (issue 24, item 5; `msk1-...` is refused by the secret shapes in any case)."""
-    blob = "\n".join([args.text, args.scope, args.source or "", *args.tag])
-    if not _KEY_LIKE.search(blob):
-        return ()
-    from memsync.cli._keys import config_or_default
-    from memsync.config.wiring import own_key_forms
-
-    return own_key_forms(config_or_default(None))
-
-
-def cmd_add(args: argparse.Namespace) -> int:
-    require_memory_target(args.file)  # never JSON appended to notes.txt (issue 24, item 6)
-    mem = Memory.open(args.file, refused=_own_keys_if_key_like(args))
-    entry = mem.add_record(
-        args.kind,
-        args.text,
-        scope=args.scope,
-        tags=args.tag,
-        source=args.source,
-        confidence=args.confidence,
-        expires_at=format_ts(args.expires_at) if args.expires_at is not None else None,
-        supersedes=args.supersedes,
-    )
-    print(entry.id)
-    return EXIT_OK
-
-
-def cmd_forget(args: argparse.Namespace) -> int:
-    Memory.open(args.file, create=False).forget_record(args.id)
-    return EXIT_OK
+# Commands of the core: show, prompt, check
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from memsync.core.compaction import (
+from memsync.core.compaction_limits import (
     Rejected,
 )
 from memsync.core.timestamps import format_ts

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from memsync.core.clock import next_stamp
-from memsync.core.compaction import (
+from memsync.core.compaction_limits import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_HORIZON_DAYS,
     DEFAULT_QUIET_SECONDS,
@@ -26,14 +26,11 @@ from memsync.core.lines import MAX_ID_CHARS, Invalid, classify, split_complete, 
 from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts, from_datetime
-from memsync.core.view import Index
 from memsync.errors import InvalidRecord, SecretRefused, UnknownId, UsageError, shown
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import header_line, new_id, now_us
-from memsync.local.located import check_files
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
-from memsync.local.reading import CheckReport, MemoryView, prompt_of, view_of
 from memsync.local.storage import (
     append_bytes,
     private_dirs,
@@ -43,8 +40,11 @@ from memsync.local.storage import (
     write_all,
 )
 
-if TYPE_CHECKING:  # pydantic is imported only when a caller asks for its models (start-up)
+# The view (core.view, local.reading, local.located) and pydantic are imported only by the
+# methods that read: appending, what `memsync add` does, starts without them (issue 20).
+if TYPE_CHECKING:
     from memsync.local.compaction import CompactionResult
+    from memsync.local.reading import CheckReport, MemoryView
     from memsync.models import Entry, Tombstone
 
 __all__ = ["Memory"]
@@ -122,6 +122,8 @@ class Memory:
 
     def view(self, now: int | datetime | None = None) -> MemoryView:
         """The view at `now` (default: the local clock): live current versions (rule 12)."""
+        from memsync.local.reading import view_of
+
         return view_of([self.path], _as_us(now))
 
     def to_prompt(
@@ -141,10 +143,14 @@ class Memory:
             from memsync.local.livecache import live_cache  # sqlite3: not on `add`'s path
 
             return live_cache(self.path).prompt(scope, max_chars)
+        from memsync.local.reading import prompt_of
+
         return prompt_of(self.view(now).records, scope, max_chars)
 
     def check(self, now: int | datetime | None = None) -> CheckReport:
         """Bad lines, twins, credential-shaped text, records dated more than 5 min ahead."""
+        from memsync.local.located import check_files
+
         return check_files([self.path], _as_us(now))
 
     def read_from(self, offset: int = 0) -> tuple[list[bytes], int]:
@@ -355,6 +361,8 @@ class Memory:
         return newest
 
     def _current(self, rid: str) -> Record | None:
+        from memsync.core.view import Index
+
         index = Index()
         needle = msgspec.json.encode(rid)[1:-1]
         for chunk in read_chunks(self.path):
