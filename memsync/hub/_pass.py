@@ -48,7 +48,8 @@ than for local files; a rewrite by compaction is caught by the generation token 
 
 _HEAD_BYTES = 512  # enough for a header line: where the generation token is
 # Our own file's last bytes, checked before each push: another writer appending changes
-# its size, which is checked first; this catches a rewrite, where the last line does.
+# its size, which is checked first; this catches a rewrite, where the last line does, and
+# the header's generation token a replace that kept the size and the last line.
 _OWN_CHECK_BYTES = 64
 _SUFFIX = ".jsonl"
 
@@ -153,11 +154,13 @@ class PassBase:
 
     # Pull
 
-    def _read_generation(self, name: str) -> str | None:
+    def _read_generation(self, name: str, *, count: bool = True) -> str | None:
+        """The generation token in a hub file's header (`count`: as pulled bytes)."""
         head = self.t.read(self.memory, name, 0, _HEAD_BYTES)
         if b"\n" not in head and len(head) == _HEAD_BYTES:  # a long header: read it whole
             head = self.t.read(self.memory, name, 0, 64 * 1024)
-        self.report.pulled_bytes += len(head)
+        if count:
+            self.report.pulled_bytes += len(head)
         return _generation(head)
 
 

@@ -9,8 +9,8 @@ replica writes only its own. A pass:
    or longer, is read again from the start: dedup makes that harmless); merge the lines
    into the local file (SEMANTICS rule 14). Bad lines are reported, never merged.
 2. **push**: append to our own hub file the valid local records the hub does not hold. We
-   are its only writer, so the SFTP append flag is not trusted: check the size and the
-   tail, terminate a torn last line, write at that exact offset in chunks split on line
+   are its only writer, so the SFTP append flag is not trusted: check the size, the
+   tail and the header's generation token, terminate a torn last line, write at that exact offset in chunks split on line
    boundaries, check the size again. Bytes we did not write mean two machines share a
    replica id: stop pushing there and say so.
 3. publish a small watermark file saying how far this replica has read each peer's file

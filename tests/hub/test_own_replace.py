@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 
 from memsync.hub.keys import new_master_key
+from memsync.hub.state import save_replace_intent
 from memsync.hub.transports.s3 import S3Transport
 from memsync.local.fresh import now_us
+from memsync.local.statedir import StateDir
 from tests.helpers.crypto import encrypted_replica
 from tests.helpers.s3server import S3Server
 from tests.helpers.sshd import SshdServer
@@ -240,3 +242,62 @@ def test_a_fresh_encrypted_state_checks_adoption_before_rewriting_our_hub_file(
     assert result.rc == 1
     assert "another machine uses the replica id 'shared'" in result.out
     assert own.read_bytes() == before
+
+
+def test_our_hub_file_replaced_by_another_installation_at_the_same_length_is_a_clash(
+    tmp_path: Path, hub: Path
+) -> None:
+    """Issue 24, item 19 (c): our hub file replaced by another installation (a second
+    machine with our replica id compacting "its" file) with exactly as many bytes, and
+    the same last line: the size and the last bytes say nothing. The header's generation
+    token does (every replace writes a new one): a clash, and nothing appended to it."""
+    laptop = make_replica(tmp_path, "laptop", str(hub))
+    mem = laptop.memory()
+    mem.add("fact", "The deploy runs on Mondays.")
+    mem.add("fact", "The last line, the same after the rewrite.")
+    laptop.sync()
+    own = hub_file(hub, laptop)
+    header, first, last = own.read_bytes().splitlines(keepends=True)
+    doc = json.loads(header)
+    doc["generation"], doc["install"] = "0123456789abcdef", "fedcba9876543210"
+    other_header = json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+    other_first = first.replace(b"Mondays", b"Fridays")
+    assert len(other_header) == len(header)
+    assert len(other_first) == len(first)
+    other = other_header + other_first + last
+    tmp = own.with_name(".other")
+    tmp.write_bytes(other)
+    tmp.replace(own)  # a replace, as every memsync writes one
+
+    mem.add("fact", "Not to be appended to another machine's file.")
+    result = laptop.cli("sync")
+    assert result.rc == 1, result.out
+    assert "another machine uses the replica id 'laptop'" in result.out
+    assert own.read_bytes() == other
+
+
+def test_our_own_replace_at_the_same_length_is_ours_by_its_intent(
+    tmp_path: Path, hub: Path
+) -> None:
+    """The same check lets our own replaces through: one whose state was never saved (a
+    kill right after it) is ours by the intent saved before it, at any length."""
+    laptop = make_replica(tmp_path, "laptop", str(hub))
+    desk = make_replica(tmp_path, "desk", str(hub))
+    mem = laptop.memory()
+    mem.add("fact", "Kept.")
+    laptop.sync()
+    own = hub_file(hub, laptop)
+    header, *records = own.read_bytes().splitlines(keepends=True)
+    doc = json.loads(header)
+    doc["generation"] = "0123456789abcdef"
+    new = json.dumps(doc, separators=(",", ":")).encode() + b"\n" + b"".join(records)
+    assert len(new) == own.stat().st_size
+    save_replace_intent(StateDir(laptop.state_dir), MEMORY, "hub", new)
+    own.write_bytes(new)
+
+    added = mem.add("fact", "Pushed after our own replace.")
+    (report,) = laptop.sync()
+    assert report["error"] is None, report["error"]
+    assert added.id.encode() in own.read_bytes()
+    desk.sync()
+    assert {e.text for e in desk.view().entries} == {"Kept.", "Pushed after our own replace."}
