@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ __all__ = [
     "drain",
     "finish_drain",
     "recover_after_crash",
+    "recover_all",
     "rejected_path",
     "set_aside",
     "unlink",
@@ -248,6 +250,12 @@ def recover_after_crash(path: Path) -> None:
             clean_up(path, now_us())
     except NotQuiet:
         return
+
+
+def recover_all(paths: Iterable[Path]) -> None:
+    """`recover_after_crash` for each of `paths` (a merge's destination and sources)."""
+    for path in paths:
+        recover_after_crash(path)
 
 
 def _stale(leftover: Path, m: re.Match[str] | None) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 from memsync.core.lines import Header, classify
 from memsync.core.records import Record
 from memsync.core.view import Index, build_view
+from memsync.local.drain import recover_after_crash
 from memsync.local.fileindex import TAIL_BYTES, tail_hash
 from memsync.local.fresh import now_us
 from memsync.local.reading import no_gc, prompt_of
@@ -136,6 +137,9 @@ class LiveCache:
         return text
 
     def _refresh(self) -> Index:
+        # A long-lived reader (a server's recall and prompt) recovers what a compaction
+        # killed since left aside, at its next read (rule 16): one directory listing.
+        recover_after_crash(self.path)
         st = os.stat(self.path)
         key = (st.st_ino, st.st_size, st.st_mtime_ns)
         if key == self._stat:

@@ -321,6 +321,9 @@ class Memory:
     def _append(self, obj: dict[str, Any], now: int | None, *, fresh_id: bool = False) -> Record:
         """Stamp, validate (through the one validator, `classify`) and append one record.
         `fresh_id`: the id was just drawn at random, so no record of it can exist yet."""
+        # Before the lock (it takes it): a long-lived `Memory` (a server's) recovers what a
+        # compaction killed since it opened left aside, before appending (rule 16).
+        recover_after_crash(self.path)
         with file_lock(self.path, self.lock_timeout):
             at = now_us() if now is None else now
             obj["created_at"] = format_ts(self._stamp(None if fresh_id else obj["id"], at))

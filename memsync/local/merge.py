@@ -29,6 +29,7 @@ from memsync.core.timestamps import format_ts
 from memsync.core.view import Index
 from memsync.errors import FileReplaced
 from memsync.local import merge_parts
+from memsync.local.drain import recover_all
 from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
@@ -374,8 +375,10 @@ def merge_files(
     partition (plus a digest per line of `dest`), not of the sources (issue 14). Smaller
     ones go in batches of `BATCH_LINES` lines. Either way a merge reaches the view one
     plan of everything would. `records` (what would be appended) is listed for a dry
-    run, which is one plan, as in `merge_chunks`.
+    run, which is one plan, as in `merge_chunks`. Each file first recovers what a killed
+    compaction left aside (rule 16).
     """
+    recover_all([dest, *sources])
     total_bytes = sum(_size(p) for p in sources)
     if not dry_run and total_bytes > merge_parts.PART_BYTES:
         return _merge_parted(dest, sources, total_bytes, now, max_future, lock_timeout, progress)
@@ -579,6 +582,7 @@ def merge_indexed(
     last time, and the records a merge must be judged against are read with `pread`. A
     merge of one new record into a million-record file costs milliseconds.
     """
+    recover_all([dest, *sources])  # lines a killed compaction left aside (rule 16)
     with FileIndex(dest, state_dir.merge_index(dest)) as index:
         ends: dict[str, Cursor] = {}
         chunks = _cursor_chunks(index, sources, ends, progress)
