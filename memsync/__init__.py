@@ -103,7 +103,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__version__ = "0.1.0"
+from memsync.core.version import __version__
 
 __all__ = [
     "BadLine",

@@ -293,6 +293,7 @@ class EncryptedCodec(PlainCodec):
 
     def __init__(self, remote: str, memory: str, ring: Keyring) -> None:
         super().__init__(remote, memory, ring.path)
+        self.keys = ring.keys  # the first writes; all read (also receipts: memsync.hub.receipts)
         self.ciphers = [LineCipher(key, memory) for key in ring.keys]
         self.writer = self.ciphers[0]
         self.identity = self.writer.key_id

@@ -54,6 +54,7 @@ from memsync.hub._pass import (
 )
 from memsync.hub.codec import Chunk, PlainCodec
 from memsync.hub.push import PushPass
+from memsync.hub.receipts import publish_receipt
 from memsync.hub.state import (
     SNAPSHOTS,
     PeerState,
@@ -95,7 +96,7 @@ class _Pass(PushPass):
 
     def pull(self) -> None:
         self._pending, self._pending_bytes = [], 0  # lines read, not merged yet
-        files = self.t.list_files(self.memory)
+        files = self.listing = self.t.list_files(self.memory)  # receipts read it (issue 21)
         if self.state.own_size is None:
             self.hub.clear()  # no record of what the hub holds: learn it again
         files = [f for f in files if _replica_of(f.name) is not None]  # no hidden files
@@ -430,6 +431,8 @@ def sync_once(
                 p.publish_watermarks()
             p.snapshot()
             p.state.save(p.state_path)
+            if push:
+                publish_receipt(p)  # issue 21: after the state is saved, never before
     except (MemsyncError, OSError) as exc:
         p.report.error = _message(exc, local)
     finally:

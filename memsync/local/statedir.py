@@ -19,6 +19,7 @@ the root itself.
     <remote>.lock              one sync pass (or hub compaction) at a time, across processes
     <remote>.codec             what our own hub file was last written with (plain or a key id)
     <remote>.replacing         intents: size and digest of each replace of our hub file begun
+    <remote>.receipts          our last receipt's time and positions; peers' receipts read
   index/<name>-<key>.sqlite  a memory file's merge index (`fileindex.FileIndex`)
   recall/<name>-<key>.sqlite a memory file's full-text recall index (`fulltext.TextIndex`)
   imports/<name>-<key>.keys  the keys `memsync import` found or put in a memory file
@@ -140,6 +141,11 @@ class StateDir:
         """What each replace of our own hub file begun and not yet recorded in the pass's
         state will leave there: size and digest (`memsync.hub.state.ReplaceIntents`)."""
         return self._under("sync", memory, f"{remote}.replacing")
+
+    def receipts(self, memory: str, remote: str) -> Path:
+        """When our receipt was last published and the peers' receipts as last read
+        (`memsync.hub.receipts.ReceiptState`)."""
+        return self._under("sync", memory, f"{remote}.receipts")
 
     # Per memory file on this machine
 

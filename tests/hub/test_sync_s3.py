@@ -173,7 +173,9 @@ def test_request_counts_of_idle_and_one_record_passes(
 ) -> None:
     """Idle: one LIST per memory. One new record: the writer one LIST and one PUT; the
     peer one LIST and one GET of the new segment (plus, since it read something new, the
-    watermark file it publishes: one PUT and the DELETE of its previous generation)."""
+    watermark file it publishes: one PUT and the DELETE of its previous generation). Each
+    pass that changed something also publishes its receipt (issue 21): one PUT and the
+    DELETE of the previous one."""
     a, b = (s3_replica(tmp_path, n, s3_server, bucket) for n in "ab")
     ca, cb = Counted(s3_server), Counted(s3_server)
     ta = _pool(S3Transport(bucket, "hub", client=ca.client))
@@ -193,10 +195,10 @@ def test_request_counts_of_idle_and_one_record_passes(
     a.memory().add("fact", "One new record.")
     [report] = a.sync_config(transports=ta)
     assert report.pushed_records == 1
-    assert ca.take() == {"ListObjectsV2": 1, "PutObject": 1}
+    assert ca.take() == {"ListObjectsV2": 1, "PutObject": 2, "DeleteObjects": 1}
     [report] = b.sync_config(transports=tb)
     assert report.pulled_records == 1
-    assert cb.take() == {"ListObjectsV2": 1, "GetObject": 1, "PutObject": 1, "DeleteObjects": 1}
+    assert cb.take() == {"ListObjectsV2": 1, "GetObject": 1, "PutObject": 2, "DeleteObjects": 2}
     assert report.pulled_bytes < 1024  # the new segment only
     assert_converged([a, b])
     # Each `memsync sync` run opens a new client: the same counts hold (no probe again).

@@ -1,0 +1,210 @@
+"""Convergence receipts in a hub (issue 21; DESIGN.md "The hub", receipts): publishing
+ours at the end of a pass, and reading the peers'.
+
+Our receipt for a memory is `<memory>/<replica>.receipt.json` in each hub it syncs with,
+written with the transport's atomic `replace` (a reader sees the old receipt or the new
+one). Its name is neither a replica file nor a watermark file: no pass, of this memsync or
+an earlier one, reads it as records (tests/hub/test_receipts_old_release.py runs the
+previous release against a hub holding receipts).
+
+When: at the end of a pass that changed something (records merged or pushed, hub files
+read further, our hub file grown), else when the last one is older than
+`RECEIPT_EVERY` (the time in it says the replica is alive).
+
+What it costs: the view digest, its buckets and the prompt block need the view, so a
+publish folds the local file once (O(file); the persistent view of issue 20 would make it
+O(change)); `unpushed` asks the hub digest store about every live line (one SQLite
+lookup per batch). A pass that publishes nothing costs nothing more.
+
+On an encrypted hub (`encrypt = true`) the whole receipt is sealed with the hub key
+(AES-SIV, associated data naming the memory and "receipt", so a receipt is never taken
+for a hub line nor moved to another memory): outside, only the replica id (already the
+file's name) and the key id can be read. Bucket digests are sums of hashes of whole
+records, so they are sealed too: without the key, nothing in a receipt tells ids or texts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memsync.core.receipts import (
+    FORMAT,
+    RECEIPT_SUFFIX,
+    Position,
+    Receipt,
+    ViewSummary,
+    parse_receipt,
+    prompt_digest,
+)
+from memsync.core.scan import line_digest
+from memsync.core.timestamps import SECOND
+from memsync.core.version import __version__
+from memsync.hub._pass import _SUFFIX, PassBase
+from memsync.hub.codec import EncryptedCodec, PlainCodec
+from memsync.hub.crypto import LineCipher
+from memsync.hub.transports import RemoteFile, Transport
+from memsync.local.fileindex import DigestStore
+from memsync.local.located import located_view
+from memsync.local.reading import no_gc, prompt_of
+from memsync.local.statedir import StateDir
+from memsync.local.storage import atomic_replace
+
+__all__ = [
+    "RECEIPT_EVERY",
+    "ReceiptState",
+    "local_receipt",
+    "publish_receipt",
+    "read_receipt",
+    "seal",
+    "unseal",
+]
+
+RECEIPT_EVERY = 5 * 60 * SECOND
+"""A pass that changed nothing publishes a receipt only when the last is older than this."""
+
+_LOOKUP_BATCH = 10_000
+
+
+@dataclass
+class ReceiptState:
+    """What this machine remembers of its receipts in one hub, for one memory (a cache in
+    the state directory: lost, the next pass publishes again)."""
+
+    published_at: int | None = None
+    positions: str = ""  # the read and own positions of the last receipt, as JSON
+    peers: dict[str, dict[str, object]] = field(default_factory=dict)
+    """Peers' receipts as last read: replica -> {size, mtime, receipt (its JSON)}."""
+
+    @classmethod
+    def load(cls, path: Path) -> ReceiptState:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            return cls(**doc)
+        except (FileNotFoundError, ValueError, TypeError):
+            return cls()
+
+    def save(self, path: Path) -> None:
+        doc = {"published_at": self.published_at, "positions": self.positions, "peers": self.peers}
+        atomic_replace(path, json.dumps(doc).encode())
+
+
+def _receipt_ad(memory: str) -> str:
+    # A memory name has no space: this never names a memory, so a sealed receipt never
+    # authenticates as a hub line (associated data: the format and the memory name).
+    return f"{memory} receipt"
+
+
+def seal(codec: PlainCodec, memory: str, replica: str, data: bytes) -> bytes:
+    """The bytes to publish for receipt `data`: as they are on a plain hub, sealed under the
+    hub's current key on an encrypted one."""
+    if not isinstance(codec, EncryptedCodec):
+        return data
+    cipher = LineCipher(codec.keys[0], _receipt_ad(memory))
+    sealed = cipher.encrypt(data)
+    doc = {"format": FORMAT, "replica": replica, "key": cipher.key_id, "sealed": sealed.decode()}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def unseal(codec: PlainCodec, memory: str, data: bytes) -> bytes | None:
+    """A receipt's JSON from what a hub holds, or None: sealed under no key this machine
+    holds (or altered), or plain where this machine encrypts (a hub must not mix)."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    sealed = doc.get("sealed")
+    if not isinstance(codec, EncryptedCodec):
+        return None if sealed is not None else data
+    if not isinstance(sealed, str):
+        return None
+    for key in codec.keys:
+        plain = LineCipher(key, _receipt_ad(memory)).decrypt(sealed.encode())
+        if plain is not None:
+            return plain
+    return None
+
+
+def read_receipt(t: Transport, codec: PlainCodec, memory: str, f: RemoteFile) -> Receipt | None:
+    """The receipt in hub file `f` (`<replica>.receipt.json`), or None when it is none."""
+    replica = f.name[: -len(RECEIPT_SUFFIX)]
+    data = t.read(memory, f.name, 0, min(f.size, 1 << 20))
+    plain = unseal(codec, memory, data)
+    return None if plain is None else parse_receipt(replica, plain)
+
+
+def local_receipt(
+    local: Path,
+    replica: str,
+    now: int,
+    hub: DigestStore | None,
+    read: dict[str, Position],
+    own: Position | None,
+) -> Receipt:
+    """This replica's receipt for memory file `local` at `now`: the view folded from the
+    file (see the module docstring for the cost); `hub` (the digests of what the hub
+    holds) counts the live entries it lacks."""
+    summary = ViewSummary()
+    unpushed = 0
+    block = ""
+    if local.exists():
+        with no_gc(), located_view([local], now) as view:
+            batch: list[int] = []
+            for rec, raw in zip(view.records, view.lines(), strict=True):
+                summary.add(rec.id, raw, rec.expires)
+                if hub is not None:
+                    batch.append(line_digest(raw.rstrip(b"\r")))
+                    if len(batch) >= _LOOKUP_BATCH:
+                        unpushed += len(batch) - len(hub.intersection(batch))
+                        batch = []
+            if hub is not None and batch:
+                unpushed += len(batch) - len(hub.intersection(batch))
+            block = prompt_of(view.records, None, None, view.lines())
+    return Receipt(
+        replica=replica,
+        time=now,
+        version=__version__,
+        view=summary,
+        prompt=prompt_digest(block),
+        read=read,
+        own=own,
+        unpushed=unpushed,
+    )
+
+
+def _positions(p: PassBase) -> tuple[dict[str, Position], Position | None]:
+    read = {peer + _SUFFIX: (ps.offset, ps.generation) for peer, ps in p.state.peers.items()}
+    own_size = p.state.own_size
+    own = None if own_size is None else (own_size, p.state.own_generation)
+    return read, own
+
+
+def _state_path(state_dir: StateDir, memory: str, remote: str) -> Path:
+    return state_dir.prepared(state_dir.receipts(memory, remote))
+
+
+def publish_receipt(p: PassBase) -> bool:
+    """At the end of pass `p` (pushes done, state saved): publish our receipt when the pass
+    changed something or the last is older than `RECEIPT_EVERY`. True when published."""
+    path = _state_path(p.state_dir, p.memory, p.remote)
+    rs = ReceiptState.load(path)
+    read, own = _positions(p)
+    positions = json.dumps({"read": read, "own": own}, sort_keys=True)
+    changed = (
+        p.report.pulled_records > 0
+        or p.report.pushed_records > 0
+        or positions != rs.positions
+        or rs.published_at is None
+        or not 0 <= p.now - rs.published_at < RECEIPT_EVERY
+    )
+    if not changed:
+        return False
+    receipt = local_receipt(p.local, p.replica, p.now, p.hub, read, own)
+    data = seal(p.codec, p.memory, p.replica, receipt.encode())
+    p.t.replace(p.memory, p.replica + RECEIPT_SUFFIX, data)
+    rs.published_at, rs.positions = p.now, positions
+    rs.save(path)
+    return True
