@@ -23,6 +23,7 @@ the root itself.
   index/<name>-<key>.sqlite  a memory file's merge index (`fileindex.FileIndex`)
   recall/<name>-<key>.sqlite a memory file's full-text recall index (`fulltext.TextIndex`)
   imports/<name>-<key>.keys  the keys `memsync import` found or put in a memory file
+  bridges/<name>-<key>.json  what memsync last rendered into a bridged file (issue 22)
 ```
 
 `<name>` is a memory file's name cut to 40 characters, `<key>` a hash of its real path,
@@ -34,7 +35,8 @@ already folded) and rebuilt when in doubt. So deleting the directory, or any fil
 costs time (a full re-read, a rebuilt index, a new install token), never a wrong answer,
 a lost record or a resurrected one (bar one: without its import ledger, importing a source
 again brings back what was imported from it, forgotten, and compacted away past the
-tombstone horizon). The names are kept stable across versions: a rename
+tombstone horizon; and without what it last rendered into a bridged file, a line the
+person deleted from the block since is not taken as a deletion). The names are kept stable across versions: a rename
 would orphan every user's state (tests/local/test_statedir.py pins them).
 
 Adding a file is one method here: a property for a file of the whole machine, a method
@@ -166,6 +168,14 @@ class StateDir:
         dropped its line and its tombstone (issue 24, item 7)."""
         key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(dest)))
         return self._under("imports", f"{dest.name[:40]}-{key}.keys")
+
+    def bridge_rendered(self, bridged: Path) -> Path:
+        """What memsync last rendered into bridged file `bridged` (issue 22): the block's
+        text and the ids behind each line (`memsync.core.bridge_block.Rendered.to_json`),
+        from which a person's edits to the block are told apart. Keyed by the file's real
+        path (a symlinked file is its target's)."""
+        key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(bridged)))
+        return self._under("bridges", f"{bridged.name[:40]}-{key}.json")
 
 
 StateDirLike: TypeAlias = StateDir | str | os.PathLike[str]

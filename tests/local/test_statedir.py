@@ -38,6 +38,7 @@ PINNED = {
     "merge_index": "index/me.jsonl-2a7db0fa168e955e.sqlite",
     "recall_index": "recall/me.jsonl-7c885f29a6a89125.sqlite",
     "import_ledger": "imports/me.jsonl-2a7db0fa168e955e.keys",
+    "bridge_rendered": "bridges/me.jsonl-2a7db0fa168e955e.json",
 }
 
 
@@ -59,6 +60,7 @@ def _named(state: StateDir, path: Path = FILE) -> dict[str, Path]:
         "merge_index": state.merge_index(path),
         "recall_index": state.recall_index(path),
         "import_ledger": state.import_ledger(path),
+        "bridge_rendered": state.bridge_rendered(path),
     }
 
 
