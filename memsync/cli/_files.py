@@ -34,6 +34,7 @@ from memsync.local.targets import require_memory_target, same_file
 # the hub (issue 14: start-up time).
 if TYPE_CHECKING:
     from memsync.local.merge import MergeResult
+    from memsync.local.viewstore import ViewStore
 
 __all__ = [
     "cmd_check",
@@ -55,8 +56,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     # Two passes (issue 14): the view holds where each live line is, not the line.
-    with located_view(existing(args.files), args.now) as view:
-        keep = selector(scope=args.scope, kinds=args.kind)
+    keep = selector(scope=args.scope, kinds=args.kind)
+    # The persistent view (issue 20) for everything but the whole file as JSON, which
+    # reads every line: the export that owes nothing to the state directory.
+    store = None if args.json and keep is None and not args.digest else _view_store()
+    with located_view(existing(args.files), args.now, store) as view:
         if args.digest:
             print(view_digest(_selected(view.lines(), keep)))
             report_bad(view.scan.bad, view.scan.headerless)
@@ -82,6 +86,14 @@ def _show(args: argparse.Namespace) -> int:
         out.flush()
     report_bad(view.scan.bad, view.scan.headerless)
     return EXIT_OK
+
+
+def _view_store() -> ViewStore:
+    """The persistent views of memory files in the default state directory (issue 20)."""
+    from memsync.local.statedir import StateDir
+    from memsync.local.viewstore import ViewStore
+
+    return ViewStore(StateDir.of())
 
 
 def _selected(
@@ -124,7 +136,7 @@ def _prompt(args: argparse.Namespace) -> int:
         if not path.exists():
             return EXIT_OK
         args.files = [path]
-    with located_view(existing(args.files), args.now) as view:
+    with located_view(existing(args.files), args.now, _view_store()) as view:
         text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
     sys.stdout.write(text)
     report_bad(view.scan.bad, view.scan.headerless)

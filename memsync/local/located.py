@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Self, cast
+from typing import TYPE_CHECKING, Self, cast
 
 from memsync.core.clock import FUTURE_TOLERANCE
 from memsync.core.lines import BadLine, Header, Invalid, classify
@@ -30,6 +30,9 @@ from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
 from memsync.local.reading import CheckReport, ScanResult, SecretFinding, is_header, no_gc
 from memsync.local.storage import Chunk, errors_named, open_for_reading, read_chunks_fd
+
+if TYPE_CHECKING:
+    from memsync.local.viewstore import ViewStore
 
 __all__ = ["LocatedView", "check_files", "located_view"]
 
@@ -127,14 +130,20 @@ class LocatedView:
         self.close()
 
 
-def located_view(paths: Sequence[Path], now: int | None = None) -> LocatedView:
+def located_view(
+    paths: Sequence[Path], now: int | None = None, store: ViewStore | None = None
+) -> LocatedView:
     """The view of several memory files together at `now` (default: the local clock),
     read in two passes (see the module's docstring).
+
+    With `store`, the first pass over one file starts from its persistent view
+    (`memsync.local.viewstore`, issue 20) when that is valid, folding only the bytes
+    appended since, and leaves it up to date. Several files are folded whole.
 
     Raises OSError naming a file that cannot be read, and UnsupportedFormat (rule 2).
     """
     at = now_us() if now is None else now
-    view = _first_pass(paths, None)
+    view = _first_pass(paths, None, store if len(paths) == 1 else None)
     try:
         with no_gc():  # sorting a million records allocates a million keys
             view.records = cast(list[Located], build_view(view.scan.index, at).live)
@@ -165,15 +174,21 @@ def _whole(rec: Record, view: LocatedView) -> Record:
     return Record(line, rec.id, rec.ts, rec.deleted, rec.user, rec.supersedes, rec.expires)
 
 
-def _first_pass(paths: Sequence[Path], future_after: int | None) -> LocatedView:
+def _first_pass(
+    paths: Sequence[Path], future_after: int | None, store: ViewStore | None = None
+) -> LocatedView:
     """The files opened and folded, in two processes when they are large (`fold_halves`);
-    with `future_after`, also checked for what `check_files` reports."""
+    with `future_after`, also checked for what `check_files` reports; with `store` (one
+    file), from and into its persistent view."""
     view = LocatedView([], ScanResult(), list(paths), [])
     view.scan.index.line = view.line  # a tie between two versions reads both lines
     try:
         for path in view.paths:
             recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
             view._fds.append(open_for_reading(path))
+        if store is not None:
+            _stored_pass(view, store)
+            return view
 
         def fold(result: ScanResult, file_no: int, start: int, stop: int | None, line: int) -> None:
             path = view.paths[file_no]
@@ -199,6 +214,71 @@ def _first_pass(paths: Sequence[Path], future_after: int | None) -> LocatedView:
         view.close()
         raise
     return view
+
+
+def _stored_pass(view: LocatedView, store: ViewStore) -> None:
+    """The first pass over one file from its persistent view: only the bytes after what
+    the store folded, when it is valid; else the whole file. Then the store is written
+    again when it is far enough behind (`ViewStore.save`)."""
+    [path], [fd] = view.paths, view._fds
+    name = str(path)
+    resumed = store.resume(path, fd, name)
+    with errors_named(path), no_gc():
+        if resumed is not None:
+            resumed.scan.index.line = view.line
+            view.scan = resumed.scan
+            offset, line, held = resumed.offset, resumed.line, resumed.held
+            for chunk in read_chunks_fd(fd, offset, line, chunk_bytes=_CHUNK_BYTES):
+                _fold(view.scan, chunk, name, 0, None)
+                offset, line = chunk.end, chunk.first_line + len(chunk.lines)
+        else:
+            # The whole file up to its last complete line now (a writer may be appending),
+            # in two processes when it is large; the store then starts at that line.
+            offset, held = last_line_end(fd, os.fstat(fd).st_size), 0
+            if offset >= PARALLEL_BYTES:
+                from memsync.local.fold_halves import fold_in_halves, halves  # (start-up)
+
+                cut = halves(view._fds)
+            else:
+                cut = None
+
+            def fold(
+                result: ScanResult, file_no: int, start: int, stop: int | None, n: int
+            ) -> None:
+                end = offset if stop is None else min(stop, offset)
+                for chunk in read_chunks_fd(fd, start, n, end, chunk_bytes=_CHUNK_BYTES):
+                    _fold(result, chunk, name, file_no, None)
+
+            if cut is None:
+                fold(view.scan, 0, 0, None, 1)
+            else:
+                fold_in_halves(view.scan, view._fds, *cut, fold)
+            line = 1 + count_lines(fd, offset) if offset >= store.min_bytes else 0
+        store.save(path, fd, view.scan, offset, line, held)
+
+
+def last_line_end(fd: int, size: int) -> int:
+    """The offset just after the last "\n" in the first `size` bytes of `fd` (0: none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - _RUN_BYTES)
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
+
+
+def count_lines(fd: int, size: int) -> int:
+    """How many "\n" the first `size` bytes of `fd` hold."""
+    total = pos = 0
+    while pos < size:
+        block = os.pread(fd, min(_RUN_BYTES * 8, size - pos), pos)
+        if not block:
+            break
+        total += block.count(b"\n")
+        pos += len(block)
+    return total
 
 
 def _fold(

@@ -24,6 +24,7 @@ the root itself.
   recall/<name>-<key>.sqlite a memory file's full-text recall index (`fulltext.TextIndex`)
   imports/<name>-<key>.keys  the keys `memsync import` found or put in a memory file
   bridges/<name>-<key>.json  what memsync last rendered into a bridged file (issue 22)
+  view/<name>-<key>.view     a memory file's persistent view (`viewstore.ViewStore`)
 ```
 
 `<name>` is a memory file's name cut to 40 characters, `<key>` a hash of its real path,
@@ -176,6 +177,12 @@ class StateDir:
         path (a symlinked file is its target's)."""
         key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(bridged)))
         return self._under("bridges", f"{bridged.name[:40]}-{key}.json")
+
+    def view_store(self, path: Path) -> Path:
+        """The persistent view of memory file `path`: its fold, checked against the file
+        before each use (`memsync.local.viewstore`)."""
+        key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(path)))
+        return self._under("view", f"{path.name[:40]}-{key}.view")
 
 
 StateDirLike: TypeAlias = StateDir | str | os.PathLike[str]

@@ -1,0 +1,271 @@
+"""The persistent view of a memory file (issue 20): the fold kept in the state directory.
+
+A command that reads a memory file (`show`, `prompt`, `forget`) folds every record into a
+per-id summary (`core.view.Index`, rules 8 to 10) before it can answer. This module keeps
+that summary on disk, one store per memory file (`StateDir.view_store`), so that the next
+command folds only the bytes appended since (appends and merges only ever append, rules 13
+and 14) instead of the whole file.
+
+What a store holds: for each id its latest tombstone, best user and best inferred version
+(instant, expiry, and where the line lies: offset and length), the supersession bits of
+rule 10, the bad lines and whether the file has a header; and the identity of the bytes it
+folded.
+
+Never trusted blindly. Before each use a store is checked against the open file:
+
+- its format (this module's `FORMAT`, with memsync's version) and a checksum of its whole
+  content: a store of another version, a corrupt one or a half-written one is ignored;
+- the file's real path, device and inode: a store of another file, a file replaced by a
+  compaction (rule 15) or a copy, restored from a backup or copied from another machine;
+- the size: a file shorter than what was folded was truncated;
+- digests of what was folded: its first 64 KiB (the header and its generation), the
+  64 KiB before the end of what was folded, and 16 blocks of 4 KiB spread over it; and
+  when the size is the one folded, the modification time: an edit in place.
+
+A file that only grew is folded from where the store stopped; anything else is read from
+the start. An in-place edit that keeps the inode, leaves all those bytes alone and also
+appends is the one change not noticed: memsync never writes so (rule 13), and an editor
+that saves a file writes a new inode or truncates it first.
+
+A store is written whole to a temporary file, then renamed over the old one (readers see
+the old store or the new one, never half of one). Any error while writing it (a full
+disk, a read-only state directory) is swallowed: the answer came from the fold, the store
+is only time. Several processes may use one store at once: each validates what it reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import msgspec
+import xxhash
+
+from memsync import __version__
+from memsync.core.lines import BadLine
+from memsync.core.records import Located, Record
+from memsync.core.view import Index
+from memsync.local.reading import ScanResult
+from memsync.local.statedir import StateDir
+from memsync.local.storage import FILE_MODE, private_dirs, write_all
+
+__all__ = ["FORMAT", "MIN_BYTES", "SAVE_AFTER_BYTES", "Resumed", "ViewStore"]
+
+FORMAT = f"memsync-view/1 {__version__}"
+"""The store's format and the version of memsync that wrote it: any other is rebuilt."""
+
+MIN_BYTES = 256 * 1024
+"""Files smaller than this get no store by default: folding them takes a few milliseconds,
+less than reading and checking a store, and the state directory stays free of them."""
+
+SAVE_AFTER_BYTES = 1024 * 1024
+"""A store is written again once this much was folded past it: writing it after every
+appended record would cost more than folding the few new lines does, and a command then
+folds at most this much more than what was appended since it last ran."""
+
+_MAGIC = b"MSVIEW1\n"
+_HEAD = 64 * 1024
+_TAIL = 64 * 1024
+_SAMPLES = 16
+_SAMPLE = 4096
+
+
+class _Slot(msgspec.Struct, array_like=True, gc=False):
+    """One of the index's per-id tables (tombstones, user or inferred versions), columns."""
+
+    ids: list[str]
+    ts: list[int]
+    at: list[int]
+    expires: list[int | None]
+
+
+class _Stored(msgspec.Struct, array_like=True, gc=False):
+    format: str
+    path: str
+    dev: int
+    ino: int
+    size: int
+    line: int
+    mtime_ns: int
+    digest: bytes
+    headerless: bool
+    records: int
+    bad: list[tuple[int, str]]
+    tombs: _Slot
+    user: _Slot
+    inferred: _Slot
+    sup_ids: list[str]
+    sup_bits: list[int]
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(_Stored).decode
+
+
+@dataclass
+class Resumed:
+    """A fold resumed from a store: the summary of the file's first `offset` bytes (its
+    first `line - 1` lines), and what it holds."""
+
+    scan: ScanResult
+    offset: int
+    line: int
+    held: int
+
+
+@dataclass(frozen=True)
+class ViewStore:
+    """The persistent views of memory files in a state directory.
+
+    `min_bytes`: files smaller than this are neither stored nor looked up (`MIN_BYTES`);
+    `save_after`: how far a store may fall behind before it is written again
+    (`SAVE_AFTER_BYTES`).
+    """
+
+    state: StateDir
+    min_bytes: int = MIN_BYTES
+    save_after: int = SAVE_AFTER_BYTES
+
+    def resume(self, path: Path, fd: int, name: str) -> Resumed | None:
+        """The stored fold of the file open as `fd` (at `path`, reported as `name`), when
+        a store exists and is valid for it (see the module's docstring); else None."""
+        st = os.fstat(fd)
+        if st.st_size < self.min_bytes:
+            return None
+        try:
+            with open(self.state.view_store(path), "rb") as f:
+                blob = f.read()
+        except OSError:
+            return None
+        stored = _unpack(blob)
+        if stored is None or not _matches(stored, path, fd, st):
+            return None
+        return Resumed(_scan_of(stored, name), stored.size, stored.line, stored.size)
+
+    def save(
+        self, path: Path, fd: int, scan: ScanResult, offset: int, line: int, held: int
+    ) -> None:
+        """Write the fold `scan` of the file's first `offset` bytes as its store, when the
+        file is large enough and the store now held (`held` bytes) is far enough behind.
+        Errors are swallowed (the store is only time): a full disk leaves the old store or
+        none, and the next command folds more."""
+        if offset < self.min_bytes:
+            return
+        if held and offset - held < max(self.save_after, 1):
+            return
+        try:
+            st = os.fstat(fd)
+            mtime = st.st_mtime_ns if offset == st.st_size else -1
+            stored = _Stored(
+                FORMAT,
+                os.path.realpath(path),
+                st.st_dev,
+                st.st_ino,
+                offset,
+                line,
+                mtime,
+                _digest(fd, offset),
+                bool(scan.headerless),
+                scan.index.records,
+                [(b.line, b.reason) for b in scan.bad],
+                _slot(scan.index.tombs),
+                _slot(scan.index.user),
+                _slot(scan.index.inferred),
+                list(scan.index.superseded),
+                list(scan.index.superseded.values()),
+            )
+            _write(self.state.prepared(self.state.view_store(path)), _pack(stored))
+        except (OSError, OverflowError):
+            return
+
+
+def _pack(stored: _Stored) -> bytes:
+    payload = _encode(stored)
+    return _MAGIC + xxhash.xxh3_128_digest(payload) + payload
+
+
+def _unpack(blob: bytes) -> _Stored | None:
+    """The store in `blob`, or None when it is not a whole store of this format."""
+    if not blob.startswith(_MAGIC):
+        return None
+    check, payload = blob[len(_MAGIC) : len(_MAGIC) + 16], blob[len(_MAGIC) + 16 :]
+    if xxhash.xxh3_128_digest(payload) != check:
+        return None  # half-written (never by us: we rename), or damaged
+    try:
+        stored = _decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return stored if stored.format == FORMAT else None
+
+
+def _matches(stored: _Stored, path: Path, fd: int, st: os.stat_result) -> bool:
+    """Whether `stored` is a fold of the first bytes of the file open as `fd`."""
+    if (stored.dev, stored.ino) != (st.st_dev, st.st_ino) or st.st_size < stored.size:
+        return False
+    if st.st_size == stored.size and st.st_mtime_ns != stored.mtime_ns:
+        return False  # same size, written since: an edit in place
+    if stored.path != os.path.realpath(path):
+        return False
+    return _digest(fd, stored.size) == stored.digest
+
+
+def _digest(fd: int, size: int) -> bytes:
+    """A digest of the first `size` bytes of `fd`: its head, its tail and samples between."""
+    h = xxhash.xxh3_128()
+    h.update(size.to_bytes(8, "big"))
+    h.update(os.pread(fd, min(size, _HEAD), 0))
+    h.update(os.pread(fd, min(size, _TAIL), max(0, size - _TAIL)))
+    for i in range(1, _SAMPLES):
+        at = size * i // _SAMPLES
+        h.update(os.pread(fd, min(_SAMPLE, size - at), at))
+    return h.digest()
+
+
+def _slot(table: dict[str, Record]) -> _Slot:
+    # A located pass folds only `Located` records (their `at` is where the line is).
+    recs = cast(list[Located], list(table.values()))
+    return _Slot(
+        list(table),
+        [r.ts for r in recs],
+        [r.at for r in recs],
+        [r.expires for r in recs],
+    )
+
+
+def _scan_of(stored: _Stored, name: str) -> ScanResult:
+    """The `ScanResult` the store holds, its records as `Located` ones of file 0."""
+    index = Index()
+    index.records = stored.records
+    for table, slot, deleted, user in (
+        (index.tombs, stored.tombs, True, False),
+        (index.user, stored.user, False, True),
+        (index.inferred, stored.inferred, False, False),
+    ):
+        for rid, ts, at, exp in zip(slot.ids, slot.ts, slot.at, slot.expires, strict=True):
+            table[rid] = Located(b"", rid, ts, deleted, user, None, exp, at)
+    index.superseded = dict(zip(stored.sup_ids, stored.sup_bits, strict=True))
+    scan = ScanResult(index)
+    scan.bad = [BadLine(name, n, reason) for n, reason in stored.bad]
+    if stored.headerless:
+        scan.headerless.append(name)
+    return scan
+
+
+def _write(target: Path, data: bytes) -> None:
+    """`data` as the file `target`, atomically: a temporary file beside it, then renamed."""
+    private_dirs(target.parent)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+    try:
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
