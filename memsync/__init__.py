@@ -16,7 +16,9 @@ from memsync.errors import (
     DaemonAlreadyRunning,
     FileReplaced,
     HostKeyError,
+    HubKeyMismatch,
     InvalidRecord,
+    KeyFileError,
     LockTimeout,
     MemsyncError,
     NotQuiet,
@@ -25,6 +27,7 @@ from memsync.errors import (
     TransportError,
     TransportTimeout,
     UnknownId,
+    UnreadableHubFile,
     UnsupportedFormat,
     UsageError,
 )
@@ -33,8 +36,11 @@ if _typing.TYPE_CHECKING:
     from memsync.core.handoff import HandoffFilter
     from memsync.core.lines import BadLine
     from memsync.core.records import Record
+    from memsync.hub.compaction import acknowledged_for
     from memsync.hub.sync import SyncReport, sync_once
     from memsync.hub.transports import RemoteFile, Transport, open_transport
+    from memsync.hub.transports.memory import InMemoryTransport
+    from memsync.local.acknowledgements import ALL
     from memsync.local.compaction import CompactionResult, compact_file
     from memsync.local.export import export_markdown
     from memsync.local.fulltext import RecallHit, recall
@@ -57,12 +63,14 @@ if _typing.TYPE_CHECKING:
 # every `memsync ...` command, whose package this is) must not pay for pydantic, SQLite
 # or the hub when a command needs none of them (issue 14: start-up time).
 _LAZY = {
+    "ALL": "memsync.local.acknowledgements",
     "BadLine": "memsync.core.lines",
     "CheckReport": "memsync.local.reading",
     "CompactionResult": "memsync.local.compaction",
     "Entry": "memsync.models",
     "HandoffFilter": "memsync.core.handoff",
     "ImportResult": "memsync.local.importers",
+    "InMemoryTransport": "memsync.hub.transports.memory",
     "Memory": "memsync.local.memory",
     "MemoryView": "memsync.local.reading",
     "MergeResult": "memsync.local.merge",
@@ -75,6 +83,7 @@ _LAZY = {
     "SyncReport": "memsync.hub.sync",
     "Tombstone": "memsync.models",
     "Transport": "memsync.hub.transports",
+    "acknowledged_for": "memsync.hub.compaction",
     "apply_merge": "memsync.local.merge",
     "check_files": "memsync.local.located",
     "compact_file": "memsync.local.compaction",
@@ -106,6 +115,7 @@ def __dir__() -> list[str]:
 from memsync.core.version import __version__
 
 __all__ = [
+    "ALL",
     "BadLine",
     "CheckReport",
     "CompactionResult",
@@ -115,8 +125,11 @@ __all__ = [
     "FileReplaced",
     "HandoffFilter",
     "HostKeyError",
+    "HubKeyMismatch",
     "ImportResult",
+    "InMemoryTransport",
     "InvalidRecord",
+    "KeyFileError",
     "LockTimeout",
     "Memory",
     "MemoryView",
@@ -137,9 +150,11 @@ __all__ = [
     "TransportError",
     "TransportTimeout",
     "UnknownId",
+    "UnreadableHubFile",
     "UnsupportedFormat",
     "UsageError",
     "__version__",
+    "acknowledged_for",
     "apply_merge",
     "check_files",
     "compact_file",

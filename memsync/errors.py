@@ -20,6 +20,7 @@ remote that cannot be reached.
      ├── HubKeyMismatch                     a hub file is in another mode or under another key
      └── TransportError (OSError)           a remote failed: message, host, path
           ├── TransportTimeout              ... did not answer in time
+          ├── UnreadableHubFile             ... one hub file cannot be read as it stands
           └── HostKeyError                  ... its SSH host key is unknown or changed
 """
 

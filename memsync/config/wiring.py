@@ -26,17 +26,12 @@ def state_of(config: Config) -> StateDir:
 
 def open_remote(remote: RemoteConfig) -> Transport:
     """The transport of a configured remote (nothing is connected until it is used)."""
-    url = remote.parsed_url
     return open_transport(
-        url.scheme,
-        url.path,
-        host=url.host,
-        user=url.user,
-        port=url.port,
+        remote.url,
         identity_file=remote.identity_file,
         known_hosts=remote.known_hosts,
         accept_new_host_key=remote.accept_new_host_key,
-        timeout=remote.timeout_seconds if url.scheme != "file" else None,
+        timeout=remote.timeout_seconds,
         endpoint_url=remote.endpoint_url,
         region=remote.region,
         profile=remote.profile,

@@ -41,7 +41,8 @@ from memsync.hub.state import (
     save_replace_intent,
 )
 from memsync.hub.transports import Transport
-from memsync.local.compaction import CompactionResult, acknowledged_lines, compact_file
+from memsync.local.acknowledgements import ALL, Acknowledgements, acknowledged_lines
+from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.fileindex import DigestStore
 from memsync.local.fresh import now_us
 from memsync.local.progress import Progress
@@ -55,8 +56,10 @@ def acknowledged_for(
 ) -> Callable[[Record], bool] | None:
     """Compaction's predicate for a local file synced with `remotes` (rule 15): a tombstone
     may go only when, in every hub, it was seen no later than a snapshot every other
-    replica (retired ones aside) has read past. None for a file with no remote. Its digest
-    stores stay open for the predicate's life; `_acknowledgements` closes them."""
+    replica (retired ones aside) has read past. None for a file with no remote: no hub has
+    a word on it (compaction then keeps every tombstone unless told `ALL`, as
+    `compact_memory` tells it for such a file). Its digest stores stay open for the
+    predicate's life; `_acknowledgements` closes them."""
     return _acknowledged(state_dir, memory, remotes, replica, ExitStack())
 
 
@@ -142,7 +145,9 @@ def compact_memory(
     """
     if remotes and state_dir is None:
         raise ValueError("compact_memory: remotes need the state directory")
-    with _acknowledgements(state_dir or StateDir(Path()), memory, remotes, replica) as ack:
+    with _acknowledgements(state_dir or StateDir(Path()), memory, remotes, replica) as hubs:
+        # A file no hub shares: every old tombstone may go (no replica can hold it back).
+        ack: Acknowledgements = hubs if remotes else ALL
         local = compact_file(
             path,
             now=now,
@@ -187,7 +192,7 @@ def compact_own_hub_file(
     replica: str,
     state_dir: StateDir,
     horizon: int,
-    acknowledged: Callable[[Record], bool] | None,
+    acknowledged: Acknowledgements,
     now: int | None = None,
     codec: PlainCodec | None = None,
 ) -> tuple[int, int] | None:

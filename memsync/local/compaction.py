@@ -36,7 +36,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,14 +52,13 @@ from memsync.core.compaction import (
     CompactionPlan,
     Rejected,
     Survey,
-    expiring_tombstones,
     plan_compaction,
 )
 from memsync.core.lines import Header, classify
-from memsync.core.records import Record
 from memsync.core.timestamps import SECOND
 from memsync.errors import NotQuiet
 from memsync.local import compaction_parts
+from memsync.local.acknowledgements import ALL, Acknowledgements, acknowledged_lines
 from memsync.local.drain import (
     clean_up,
     drain,
@@ -77,10 +76,12 @@ from memsync.local.reading import no_gc
 from memsync.local.storage import fsync_dir, read_chunks_fd, write_all
 
 __all__ = [
+    "ALL",
     "DAY",
     "DEFAULT_GRACE_SECONDS",
     "DEFAULT_HORIZON_DAYS",
     "DEFAULT_QUIET_SECONDS",
+    "Acknowledgements",
     "CompactionResult",
     "acknowledged_lines",
     "compact_file",
@@ -149,18 +150,6 @@ class CompactionResult:
         }
 
 
-def acknowledged_lines(
-    survey: Survey, now: int, horizon: int, acknowledged: Callable[[Record], bool] | None
-) -> frozenset[bytes] | None:
-    """What the core's plan takes (rule 15): the lines of the tombstones past the horizon
-    that every replica has read, asked of `acknowledged` (the hub's word, which reads its
-    digest stores) here in the shell; None when there is no hub."""
-    if acknowledged is None:
-        return None
-    expiring = expiring_tombstones(survey, now=now, horizon=horizon)
-    return frozenset(t.raw for t in expiring if acknowledged(t))
-
-
 def _writable(path: Path) -> bool:
     """Whether compaction may rewrite `path`: this process may write it (the permission an
     append honours), and it has a write bit at all (a 0444 file is read-only even to root,
@@ -175,7 +164,7 @@ def compact_file(
     horizon_days: float = DEFAULT_HORIZON_DAYS,
     quiet_seconds: float = DEFAULT_QUIET_SECONDS,
     dry_run: bool = False,
-    acknowledged: Callable[[Record], bool] | None = None,
+    acknowledged: Acknowledgements = None,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     lock_timeout: float = _LOCK_TIMEOUT,
     force: bool = False,
@@ -193,8 +182,10 @@ def compact_file(
         horizon_days: how old a tombstone must be before it may go.
         quiet_seconds: how long the file must have been unchanged.
         dry_run: plan and count, change nothing (no lock, no quiet check).
-        acknowledged: whether every replica known in the hub has read past a tombstone
-            (from the sync layer); None for a file with no hub: every tombstone is.
+        acknowledged: which tombstones past the horizon every replica has read (rule 15;
+            `memsync.local.acknowledgements`): None (the default) keeps them all, `ALL`
+            lets them all go (a file no hub shares), a predicate is the hub's word
+            (`memsync.hub.compaction.acknowledged_for`).
         grace_seconds: how long, at most, to drain the old inode after the rename.
         lock_timeout: how long to wait for the file's lock.
         force: do not wait for the quiet period (the daemon, once compaction has been
@@ -214,7 +205,7 @@ def compact_file(
         OSError: the file cannot be read or the folder written.
 
     Example:
-        >>> compact_file(Path("me.jsonl"), quiet_seconds=0).dropped
+        >>> compact_file(Path("me.jsonl"), quiet_seconds=0, acknowledged=ALL).dropped
         {'older version': 12, 'header': 1}
     """
     at = now_us() if now is None else now
@@ -303,7 +294,7 @@ class _Work:
         self.size = max(self.size, self.end)
         self.digest = hasher.digest()
 
-    def nothing_to_do(self, horizon: int, acknowledged: Callable[[Record], bool] | None) -> bool:
+    def nothing_to_do(self, horizon: int, acknowledged: Acknowledgements) -> bool:
         """Whether the file is already compact: a header, then only kept records. Then it
         is left alone, so that peers need not read it again from the start."""
         records = self.survey_.index.records
@@ -321,7 +312,7 @@ class _Work:
     def plan_and_account(
         self,
         horizon: int,
-        acknowledged: Callable[[Record], bool] | None,
+        acknowledged: Acknowledgements,
         *,
         reject: bool,
     ) -> None:
@@ -459,9 +450,7 @@ class _PartedWork(_Work):
         self.first_is_header = parted.first_is_header
         self.size = max(self.size, self.end)
 
-    def _planned(
-        self, horizon: int, acknowledged: Callable[[Record], bool] | None
-    ) -> compaction_parts.PartedPlan:
+    def _planned(self, horizon: int, acknowledged: Acknowledgements) -> compaction_parts.PartedPlan:
         if self.parted_plan is None:
             assert self.parted is not None
             now = self.now
@@ -481,7 +470,7 @@ class _PartedWork(_Work):
             self.parted.close()
         return self.parted_plan
 
-    def nothing_to_do(self, horizon: int, acknowledged: Callable[[Record], bool] | None) -> bool:
+    def nothing_to_do(self, horizon: int, acknowledged: Acknowledgements) -> bool:
         plan = self._planned(horizon, acknowledged)
         if self.lines != plan.records + 1 or not self.first_is_header:
             return False
@@ -493,7 +482,7 @@ class _PartedWork(_Work):
     def plan_and_account(
         self,
         horizon: int,
-        acknowledged: Callable[[Record], bool] | None,
+        acknowledged: Acknowledgements,
         *,
         reject: bool,
     ) -> None:

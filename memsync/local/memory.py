@@ -9,7 +9,7 @@ wins (see `Memory._stamp`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,7 @@ from memsync.local.storage import (
 # The view (core.view, local.reading, local.located) and pydantic are imported only by the
 # methods that read: appending, what `memsync add` does, starts without them (issue 20).
 if TYPE_CHECKING:
+    from memsync.local.acknowledgements import Acknowledgements
     from memsync.local.compaction import CompactionResult
     from memsync.local.reading import CheckReport, MemoryView
     from memsync.models import Entry, Tombstone
@@ -301,11 +302,16 @@ class Memory:
         horizon_days: float = DEFAULT_HORIZON_DAYS,
         quiet_seconds: float = DEFAULT_QUIET_SECONDS,
         dry_run: bool = False,
-        acknowledged: Callable[[Record], bool] | None = None,
+        acknowledged: Acknowledgements = None,
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
     ) -> CompactionResult:
         """Rewrite the file with only what its view needs (rules 15 and 16); see
-        `memsync.local.compaction.compact_file`. Raises NotQuiet when the file is busy."""
+        `memsync.local.compaction.compact_file`. Raises NotQuiet when the file is busy.
+
+        A tombstone past the horizon goes only when `acknowledged` says every replica read
+        it (rule 15): by default none does, so a file a hub shares keeps them all; pass
+        `acknowledged=memsync.ALL` for a file no hub shares (`memsync compact` reads the
+        config and does the right thing for a configured memory)."""
         from memsync.local.compaction import compact_file  # not on `add`'s path (start-up)
 
         return compact_file(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync import Memory, NotQuiet
+from memsync import ALL, Memory, NotQuiet
 from memsync.cli import main
 from memsync.core.lines import Header, Invalid, classify, split_complete
 from memsync.core.records import Record
@@ -157,7 +157,9 @@ def test_dry_run_changes_nothing(tmp_path: Path) -> None:
 
 def test_tombstones_past_the_horizon_go(tmp_path: Path) -> None:
     path = write(tmp_path / "m.jsonl", *SAMPLE)
-    result = compact_file(path, now=NOW, horizon_days=10, quiet_seconds=0, grace_seconds=0)
+    result = compact_file(
+        path, now=NOW, horizon_days=10, quiet_seconds=0, grace_seconds=0, acknowledged=ALL
+    )
     assert result.dropped["old tombstone"] == 1  # b's; d's is pinned by its supersession
     assert result.pinned == 1
     assert tomb("d", 4) in path.read_bytes()
