@@ -20,6 +20,7 @@ from memsync.core.timestamps import EPOCH, Timestamp
 from memsync.errors import UnsupportedFormat
 
 __all__ = [
+    "BOM",
     "LONG_LINE_KEPT",
     "MAX_ID_CHARS",
     "MAX_LINE_BYTES",
@@ -32,6 +33,7 @@ __all__ = [
     "classify",
     "split_complete",
     "valid_id",
+    "without_bom",
 ]
 
 MAX_LINE_BYTES = 64 * 1024
@@ -99,16 +101,31 @@ Parsed = Record | Header | Blank | Invalid
 BLANK = Blank()
 
 
-def split_complete(data: bytes) -> tuple[list[bytes], int]:
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark: ignored at the very start of a file, part of its line
+anywhere else (rule 1)."""
+
+
+def without_bom(line: bytes) -> bytes:
+    """The first line of a file without a leading byte order mark (rule 1). Only for a
+    file's first line: anywhere else a BOM is part of its line (and makes it bad)."""
+    return line.removeprefix(BOM)
+
+
+def split_complete(data: bytes, *, at_start: bool = False) -> tuple[list[bytes], int]:
     """Split `data` into its complete lines and say how many bytes they span (rule 1).
 
     Returns the lines without their "\\n" and the offset just past the last "\\n": bytes
     after it are a write in progress (a torn last line), neither read nor reported.
+    `at_start`: `data` starts at the start of the file, so a byte order mark there is
+    not part of the first line (rule 1).
     """
     end = data.rfind(b"\n") + 1
     if end == 0:
         return [], 0
     lines = data[: end - 1].split(b"\n")
+    if at_start:
+        lines[0] = without_bom(lines[0])
     return lines, end
 
 
@@ -124,13 +141,17 @@ class LineSplitter:
     A line over `MAX_LINE_BYTES` is a bad line (rule 4): it is kept cut to
     `LONG_LINE_KEPT` bytes, so a 200 MB line costs 64 KiB, is reported as too long, and
     counts as one line. `keep_long=True` keeps every line whole (compaction sets bad lines
-    aside as they are); its time stays linear.
+    aside as they are); its time stays linear. `at_start`: the stream starts at the start
+    of the file, so a byte order mark there is not part of the first line (rule 1);
+    `bom` then says how many bytes were left out (3 or 0), once the first line is out.
     """
 
-    def __init__(self, *, keep_long: bool = False) -> None:
+    def __init__(self, *, keep_long: bool = False, at_start: bool = False) -> None:
         self._parts: list[bytes] = []  # the incomplete last line so far (maybe cut)
         self._held = 0
         self._keep_long = keep_long
+        self._first = at_start
+        self.bom = 0
         self.pending = 0
         """The length in the stream of the incomplete last line (a write in progress, or
         a line not yet read to its end): the stream position minus this is the offset
@@ -149,6 +170,10 @@ class LineSplitter:
         cut_long = not self._keep_long and self._held >= LONG_LINE_KEPT
         data = b"".join((*self._parts, block)) if self._parts else block
         lines, cut = split_complete(data)
+        if self._first:
+            self._first = False
+            if lines[0].startswith(BOM):
+                lines[0], self.bom = lines[0][len(BOM) :], len(BOM)
         if cut_long:
             lines[0] = lines[0][:LONG_LINE_KEPT]
         rest = data[cut:]

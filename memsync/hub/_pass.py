@@ -14,7 +14,7 @@ from typing import Any
 
 import xxhash
 
-from memsync.core.lines import Header, classify
+from memsync.core.lines import Header, classify, without_bom
 from memsync.core.records import Record
 from memsync.errors import MemsyncError
 from memsync.hub.codec import PlainCodec
@@ -99,7 +99,7 @@ def _hash(data: bytes) -> str:
 
 def _generation(data: bytes) -> str | None:
     """The generation token of a file's header, from its first bytes (None: no header)."""
-    first = data.split(b"\n", 1)[0]
+    first = without_bom(data.split(b"\n", 1)[0])  # rule 1
     try:
         parsed = classify(first)
     except MemsyncError:

@@ -36,6 +36,7 @@ import secrets as _random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from memsync.core.lines import without_bom
 from memsync.errors import HubKeyMismatch, KeyFileError
 from memsync.hub.crypto import SCHEME, LineCipher
 from memsync.hub.keys import Keyring, load_keyring
@@ -232,7 +233,7 @@ class PlainCodec:
             data = b"".join(blocks)
             lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
             try:
-                found = header_identity(lines[0]) if lines else None
+                found = header_identity(without_bom(lines[0])) if lines else None
             except HubKeyMismatch as exc:
                 raise HubKeyMismatch(f"{where} is {exc}") from None
             current = found or PLAIN

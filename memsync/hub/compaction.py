@@ -223,7 +223,7 @@ def compact_own_hub_file(
         tail = base64.b64decode(state.own_tail)
         if not data.endswith(tail):
             return None
-        lines, _ = split_complete(data)
+        lines, _ = split_complete(data, at_start=True)
         lines = codec.plain_lines(lines)  # issue 12: compacted as records, not ciphertext
         where = f"{remote}:{memory}/{own}"  # how messages name a hub file (rule 2's error)
         survey = Survey()

@@ -148,7 +148,7 @@ class PushPass(PassBase):
         st = self.state
         assert st.own_size is not None
         extra = self.t.read(self.memory, self.own, st.own_size, size - st.own_size)
-        lines, end = split_complete(extra)
+        lines, end = split_complete(extra, at_start=st.own_size == 0)
         forged = set(self.codec.unauthenticated(lines))
         if forged:
             first = self._lines_before(st.own_size) + 1
@@ -195,7 +195,7 @@ class PushPass(PassBase):
         data = b"".join(blocks)
         intent = matching_intent(replace_intents(self.state_dir, self.memory, self.remote), data)
         if intent is None:
-            forged = self.codec.unauthenticated(split_complete(data)[0])
+            forged = self.codec.unauthenticated(split_complete(data, at_start=True)[0])
             if forged:
                 raise TransportError(
                     f"{self.where(self.own)}: our hub file was rewritten ({what}) and holds "
@@ -206,7 +206,7 @@ class PushPass(PassBase):
                 )
             raise self._clash(what)
         mine = data[: intent.size]
-        lines, _ = split_complete(mine)
+        lines, _ = split_complete(mine, at_start=True)
         st = self.state
         st.own_size, st.own_tail = intent.size, b64(mine[-HUB_TAIL_BYTES:])
         st.own_generation = _generation(mine)
@@ -220,7 +220,8 @@ class PushPass(PassBase):
 
     def _learn_own(self, begin: int, end: int) -> None:
         """Record that the hub holds the complete lines of our file in [begin, end)."""
-        splitter = LineSplitter()  # linear, whatever the lines (issue 13, item 4)
+        # linear, whatever the lines (issue 13, item 4); a BOM is no line (rule 1)
+        splitter = LineSplitter(at_start=begin == 0)
         while begin < end:
             data = self.t.read(self.memory, self.own, begin, min(READ_BYTES, end - begin))
             if not data:

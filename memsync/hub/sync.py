@@ -278,7 +278,7 @@ class _Pass(PushPass):
         batch: list[bytes] = []
         batch_bytes = 0
         line_no = state.line
-        splitter = LineSplitter()
+        splitter = LineSplitter(at_start=state.offset == 0)  # a BOM is no line (rule 1)
         offset = state.offset
         generation = state.generation
         recent = self._last_tail  # the last bytes read (or known) before `offset`

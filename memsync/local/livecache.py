@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsync.core.lines import Header, classify
+from memsync.core.lines import Header, classify, without_bom
 from memsync.core.records import Record
 from memsync.core.view import Index, build_view
 from memsync.local.drain import recover_after_crash
@@ -58,7 +58,7 @@ def _generation(path: Path) -> str:
     if not first.endswith(b"\n"):
         return ""
     try:
-        parsed = classify(first.rstrip(b"\n"))
+        parsed = classify(without_bom(first.rstrip(b"\n")))  # rule 1
     except ValueError:  # UnsupportedFormat: reading the file will say so
         return ""
     return (parsed.generation or "") if isinstance(parsed, Header) else ""

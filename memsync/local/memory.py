@@ -346,7 +346,8 @@ class Memory:
         stamps near the end of the file and the newest record of `rid`."""
         size = self.path.stat().st_size if self.path.exists() else 0
         # The first line of a tail read may be cut; then it is simply invalid.
-        lines, _ = split_complete(read_tail(self.path, size, _TAIL_FOR_CLOCK)) if size else ([], 0)
+        tail = read_tail(self.path, size, _TAIL_FOR_CLOCK) if size else b""
+        lines, _ = split_complete(tail, at_start=size <= _TAIL_FOR_CLOCK)
         recent = []
         for raw in lines:
             rec = classify(raw, source=str(self.path))

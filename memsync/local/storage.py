@@ -139,11 +139,14 @@ def read_chunks_fd(
     """`read_chunks` on an open file descriptor, from `start` up to `stop` (default: the
     end), with `pread`: the descriptor's own offset is left alone.
 
+    Read from the start, a byte order mark at the start of the file is not part of line 1
+    (rule 1): the first chunk then starts at byte 3, and its `data` and line go without.
+
     Memory is bounded by `chunk_bytes`, whatever the lines (issue 13, item 4): a line over
     the limit is yielded cut to `LONG_LINE_KEPT` bytes, still a bad line, and `data` is
     then not the bytes read; `keep_long` keeps such lines whole (and `data` exact).
     """
-    splitter = LineSplitter(keep_long=keep_long)
+    splitter = LineSplitter(keep_long=keep_long, at_start=start == 0)
     offset, line_no, pos = start, first_line, start
     while stop is None or pos < stop:
         size = chunk_bytes if stop is None else min(chunk_bytes, stop - pos)
@@ -155,6 +158,8 @@ def read_chunks_fd(
         if not lines:
             continue
         end = pos - splitter.pending
+        if offset == 0 and splitter.bom:  # rule 1: the BOM is before line 1, not in it
+            offset, data = splitter.bom, data[splitter.bom :]
         yield Chunk(lines, line_no, offset, end, data)
         offset = end
         line_no += len(lines)

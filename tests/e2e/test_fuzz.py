@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from memsync.cli import main
 from memsync.core.clock import MAX_FUTURE
-from memsync.core.lines import Header, Invalid, classify
+from memsync.core.lines import BOM, Header, Invalid, classify
 from memsync.core.records import Record, canonical
 from memsync.errors import UnsupportedFormat
 from memsync.hub.sync import sync_once
@@ -225,9 +225,14 @@ def fuzzed_files(draw: st.DrawFn) -> bytes:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _complete(data: bytes) -> list[bytes]:
+def _complete(data: bytes, *, at_start: bool = True) -> list[bytes]:
+    """The complete lines of a file, or of its bytes past the start (rule 1: a byte order
+    mark at the start of a file is no part of its first line)."""
     end = data.rfind(b"\n") + 1
-    return data[: end - 1].split(b"\n") if end else []
+    lines = data[: end - 1].split(b"\n") if end else []
+    if lines and at_start:
+        lines[0] = lines[0].removeprefix(BOM)
+    return lines
 
 
 def _parse(raw: bytes) -> object:
@@ -390,7 +395,9 @@ def test_merge_of_a_fuzzed_source_brings_its_good_lines_and_nothing_bad(
     ]
     merged = dest.read_bytes()
     assert merged.startswith(before)
-    assert all(type(classify(raw)) is Record for raw in _complete(merged[len(before) :]))
+    assert all(
+        type(classify(raw)) is Record for raw in _complete(merged[len(before) :], at_start=False)
+    )
     assert _key(view_of([dest], NOW).records) == _key(
         view_of_lines(root, [*_good(data), *_good(before)], held=True)
     )
@@ -431,7 +438,9 @@ def test_sync_with_a_fuzzed_peer_file_merges_the_good_and_pushes_nothing_bad(
         ("hub:notes/evil.jsonl", n) for n in _expected_bad(data, distinct=True)
     ]
     after = local.read_bytes()
-    assert all(type(classify(raw)) is Record for raw in _complete(after[len(mine) :]))
+    assert all(
+        type(classify(raw)) is Record for raw in _complete(after[len(mine) :], at_start=False)
+    )
     assert _key(view_of([local], NOW).records) == _key(
         view_of_lines(root, [*_good(data), *_good(mine)], held=True)
     )
