@@ -37,6 +37,7 @@ from memsync.core.compaction_limits import (
 )
 from memsync.core.records import KINDS
 from memsync.errors import MemsyncError, NotQuiet
+from memsync.local.platforms import refuse_native_windows
 from memsync.local.progress import progress_line
 
 __all__ = ["main"]
@@ -250,6 +251,7 @@ def _setup_logging(verbose: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (see the module docstring)."""
     try:
+        refuse_native_windows()  # one line pointing to WSL2 (issue 23)
         args = _build_parser().parse_args(argv)
         _setup_logging(args.verbose)
         handler: Handler = args.handler

@@ -36,7 +36,7 @@ from memsync.core.compaction import (
     MAX_POSTPONE_SECONDS,
     MAX_WAIT_SECONDS,
 )
-from memsync.core.names import valid_name, valid_replica
+from memsync.core.names import valid_name, valid_replica, windows_problem
 from memsync.errors import shown as _shown
 from memsync.hub.transports.url import RemoteURL, parse_remote_url
 from memsync.local.dirs import (
@@ -103,15 +103,26 @@ def _as_tuple(value: object) -> object:
     return tuple(value) if isinstance(value, list) else value
 
 
+def _check_portable(value: str) -> str:
+    """A name a hub folder read from Windows can hold (issue 23): a memory's folder, a
+    replica's file."""
+    _check_name(value)
+    problem = windows_problem(value)
+    if problem is not None:
+        raise ValueError(f"invalid name {_shown(value)}: {problem}; a hub may be read from Windows")
+    return value
+
+
 def _check_replica(value: str) -> str:
     """A replica id: a name that does not start with "." (hidden files are no replicas)."""
-    _check_name(value)
+    _check_portable(value)
     if not valid_replica(value):
         raise ValueError(f"invalid replica id {_shown(value)}: it must not start with '.'")
     return value
 
 
 _Name = Annotated[str, AfterValidator(_check_name)]
+_MemoryName = Annotated[str, AfterValidator(_check_portable)]
 _Replica = Annotated[str, AfterValidator(_check_replica)]
 _Path = Annotated[Path, BeforeValidator(_expand_path)]
 
@@ -135,7 +146,7 @@ class _Model(BaseModel):
 class MemoryConfig(_Model):
     """One `[[memory]]`: a local memory file and the remotes it syncs through."""
 
-    name: _Name
+    name: _MemoryName
     """Its name in the hub: the folder `<remote>/<name>/` holds one file per replica."""
     path: _Path
     """The local JSON Lines file the agents append to."""

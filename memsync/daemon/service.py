@@ -54,6 +54,7 @@ from memsync.hub.transports import Transport
 from memsync.local.fresh import now_us
 from memsync.local.lock import held
 from memsync.local.memory import Memory
+from memsync.local.platforms import refuse_native_windows
 from memsync.local.reading import BadLineWatch
 from memsync.local.statedir import StateDir
 from memsync.local.storage import private_dirs
@@ -142,7 +143,10 @@ class Daemon:
 
     def run(self, announce: Sequence[str] = ()) -> int:
         """Run until SIGTERM or SIGINT. `announce`: lines logged once the PID lock is held
-        (what it watches), so that a second daemon refused the lock says only why."""
+        (what it watches), so that a second daemon refused the lock says only why.
+
+        Raises MemsyncError on native Windows, before anything is touched (issue 23)."""
+        refuse_native_windows()
         private_dirs(self.state.root)
         with self._pid_lock(self.state):
             for line in announce:
