@@ -224,8 +224,9 @@ def change_records(
 ) -> Ingested:
     """The records of `changes`, all created at `created_at` with `source` (naming the
     bridge and the machine: the caller's): a tombstone for each id a deleted line
-    showed; for an edited line an entry superseding the first id it showed (and
-    tombstones for the others), of the line's kind (else the item's) and scope (a line
+    showed; for an edited line an entry superseding the first id it showed, and
+    tombstones for every id it showed (an inferred record cannot supersede the person's
+    entry, rule 10, but a tombstone deletes it, rule 8), the entry of the line's kind (else the item's) and scope (a line
     without one is global, as a global entry's line reads); for an added line an entry of the line's kind and scope
     (`default_kind` and `default_scope` where the line names none).
 
@@ -271,7 +272,7 @@ def change_records(
         tombstones(item.ids)
     for item, line in changes.edits:
         if entry(line, line.kind or item.kind, line.scope or "global", item.ids[0]):
-            tombstones(item.ids[1:])
+            tombstones(item.ids)
     for line in changes.adds:
         entry(line, line.kind or default_kind, line.scope or default_scope, None)
     return Ingested(out, withheld)

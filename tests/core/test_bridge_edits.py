@@ -84,7 +84,10 @@ def test_an_edited_line_supersedes_what_it_showed() -> None:
     [(item, line)] = changes.edits
     assert item.ids == ("aaaa04",)
     assert line == Line("fact", None, "Staging needs the VPN and 2FA.")
-    [rec] = change_records(changes, source="bridge:m1", created_at="2026-02-01T00:00:00Z").records
+    [rec, tomb] = change_records(
+        changes, source="bridge:m1", created_at="2026-02-01T00:00:00Z"
+    ).records
+    assert tomb == {"id": "aaaa04", "deleted": True, "created_at": "2026-02-01T00:00:00Z"}
     assert rec["supersedes"] == "aaaa04"
     assert rec["kind"] == "fact"
     assert rec["scope"] == "global"
@@ -193,13 +196,17 @@ def test_a_person_edits_the_block_and_the_round_trip_is_a_fixed_point() -> None:
     first = _render(objs)
     inner = _inner(first)
     edited = [
-        x.replace("Never force-push main.", "Never force-push any shared branch.")
+        x.replace("Never force-push main.", "Never force-push any shared branch.").replace(
+            "Use uv, not pip.", "Use uv or pipx."
+        )
         for x in inner
         if "Staging" not in x
     ] + ["- Lesson: \\[project:x\\] Flaky tests mean a shared temp dir."]
     objs += _ingest(first, edited, objs, "2026-02-01T00:00:00Z")
     second = _render(objs)
-    assert sorted(_inner(second)) == sorted(edited)
+    # The person's own entry, edited in the block, is replaced too (a tombstone: an
+    # inferred record cannot supersede it, rule 10); the edit is not marked as theirs.
+    assert sorted(_inner(second)) == sorted(x.replace(" (said by the person)", "") for x in edited)
     assert not diff_block(second, _inner(second))
     assert _render(objs) == second
 
@@ -209,7 +216,10 @@ def test_a_person_edits_the_block_and_the_round_trip_is_a_fixed_point() -> None:
 texts = st.text(st.characters(codec="utf-8"), min_size=1, max_size=40)
 memories = st.lists(
     st.tuples(
-        texts, st.sampled_from(KINDS), st.sampled_from(["global", "project:x", "github.com"])
+        texts,
+        st.sampled_from(KINDS),
+        st.sampled_from(["global", "project:x", "github.com"]),
+        st.sampled_from([None, "user"]),
     ),
     max_size=12,
 )
@@ -218,9 +228,12 @@ memories = st.lists(
 @settings(max_examples=examples(0.5))
 @given(memories, st.randoms(use_true_random=False), st.lists(texts, max_size=4))
 def test_render_edit_ingest_render_is_a_fixed_point(
-    memory: list[tuple[str, str, str]], rnd: random.Random, new_texts: list[str]
+    memory: list[tuple[str, str, str, str | None]], rnd: random.Random, new_texts: list[str]
 ) -> None:
-    objs = [_entry(f"{n:06x}", text, kind, scope) for n, (text, kind, scope) in enumerate(memory)]
+    objs = [
+        _entry(f"{n:06x}", text, kind, scope, source=source)
+        for n, (text, kind, scope, source) in enumerate(memory)
+    ]
     first = _render(objs)
     inner = _inner(first)
     assert not diff_block(first, inner)
