@@ -115,12 +115,16 @@ FORMAT_LIMITS = {
 class Selection:
     """What of the view goes into the block: entries of `scope`'s task
     (`core.prompt.scope_matches`; None: global entries only), of `kinds`, with a
-    confidence of at least `min_confidence`, within `budget`."""
+    confidence of at least `min_confidence`, within `budget`; and the scope its lines
+    leave unnamed (`home`)."""
 
     scope: str | None = None
     kinds: tuple[str, ...] = PROMPT_KIND_ORDER
     min_confidence: float = 0.0
     budget: Limits = field(default_factory=Limits)
+    home: str = "global"
+    """The block's own scope: its lines name any other scope, not this one, and a line a
+    person writes without one is of this scope."""
 
     def takes(self, e: PromptEntry) -> bool:
         """Whether `e` is of this selection (the budget aside)."""
@@ -145,13 +149,15 @@ class Item:
 @dataclass(frozen=True, slots=True)
 class Rendered:
     """A rendered block: `text` (markers included, "\\n" line ends, ending in "\\n"), its
-    list items in order, how many selected entries the budget left out, and the ids of
-    entries withheld because they look like credentials."""
+    list items in order, how many selected entries the budget left out, the ids of
+    entries withheld because they look like credentials, and its `home` scope (the one
+    its lines do not name: `Selection.home`)."""
 
     text: str
     items: tuple[Item, ...]
     left_out: int = 0
     withheld: tuple[str, ...] = ()
+    home: str = "global"
 
     def to_json(self) -> bytes:
         """What `from_json` reads back (kept in the state directory)."""
@@ -161,6 +167,7 @@ class Rendered:
             "items": [[i.line, list(i.ids), i.kind, i.scope] for i in self.items],
             "left_out": self.left_out,
             "withheld": list(self.withheld),
+            "home": self.home,
         }
         return json.dumps(doc, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
@@ -179,7 +186,13 @@ class Rendered:
                 Item(str(line), tuple(map(str, ids)), str(kind), str(scope))
                 for line, ids, kind, scope in doc["items"]
             )
-            return cls(str(doc["text"]), items, int(doc["left_out"]), tuple(doc["withheld"]))
+            return cls(
+                str(doc["text"]),
+                items,
+                int(doc["left_out"]),
+                tuple(doc["withheld"]),
+                str(doc["home"]),
+            )
         except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
             raise ValueError(f"not a rendered block ({exc})") from None
 
@@ -187,11 +200,12 @@ class Rendered:
 _AT = re.compile("@")
 
 
-def item_line(e: PromptEntry) -> str:
-    """The list item of entry `e`: "- Label[ (said by the person)]: [\\[scope\\] ]text",
+def item_line(e: PromptEntry, home: str = "global") -> str:
+    """The list item of entry `e`: "- Label[ (said by the person)]: [\\[scope\\] ]text"
+    (the scope named unless it is the block's `home`),
     its strings escaped as Markdown (rule 17) and every `@` escaped (not an import)."""
     label = LABELS[e.kind] + (BY_PERSON if e.user else "")
-    where = "" if e.scope == "global" else f"\\[{_md(e.scope)}\\] "
+    where = "" if e.scope == home else f"\\[{_md(e.scope)}\\] "
     return f"- {label}: {where}{_md(e.text)}".rstrip()
 
 
@@ -250,7 +264,8 @@ def render_block(
             withheld.append(e.id)
         else:
             chosen.append(e)
-    lines = {id(e): item_line(e) for e in chosen}
+    home = selection.home
+    lines = {id(e): item_line(e, home) for e in chosen}
     kept = _pack(chosen, lines, limits)
     if kept is None:
         raise BlockError(f"the bridge's limit {_show(limits)} cannot hold even its markers")
@@ -263,7 +278,7 @@ def render_block(
     )
     left_out = len(chosen) - len(kept)
     body = [BEGIN, *(i.line for i in items), *([_note(left_out)] if left_out else []), END]
-    return Rendered("\n".join(body) + "\n", items, left_out, tuple(sorted(withheld)))
+    return Rendered("\n".join(body) + "\n", items, left_out, tuple(sorted(withheld)), home)
 
 
 def _pack(

@@ -146,7 +146,7 @@ def _pair(before: Rendered, gone: list[Item], new: list[str]) -> Changes:
             line = parse_item(news[b])
             if line is None:
                 deletes.append(olds[a])
-            elif not _same(olds[a], line):
+            elif not _same(olds[a], line, before.home):
                 edits.append((olds[a], line))
         deletes.extend(o for a, o in enumerate(olds) if a not in pairs)
         paired_new = set(pairs.values())
@@ -156,7 +156,7 @@ def _pair(before: Rendered, gone: list[Item], new: list[str]) -> Changes:
     shown = [(i, parse_item(i.line)) for i in before.items]
     fresh: list[Line] = []
     for line in adds:
-        if not any(_shows(i, said, line) for i, said in shown) and line not in fresh:
+        if not any(_shows(i, said, line, before.home) for i, said in shown) and line not in fresh:
             fresh.append(line)
     return Changes(tuple(edits), tuple(deletes), tuple(fresh))
 
@@ -182,25 +182,25 @@ def _closest(olds: list[Item], news: list[str]) -> dict[int, int]:
     return pairs
 
 
-def _shows(item: Item, said: Line | None, line: Line) -> bool:
+def _shows(item: Item, said: Line | None, line: Line, home: str) -> bool:
     """Whether the rendered `item` (reading `said`) already says what the added `line`
     says: an added copy of a shown line is not a second memory."""
     return (
         said is not None
         and said.text == line.text
         and line.kind in (None, item.kind)
-        and line.scope in (None, item.scope)
+        and (line.scope or home) == item.scope
     )
 
 
-def _same(item: Item, line: Line) -> bool:
+def _same(item: Item, line: Line, home: str) -> bool:
     """Whether `line` says what `item` showed (only its escaping or spacing changed)."""
     shown = parse_item(item.line)
     return (
         shown is not None
         and line.text == shown.text
         and (line.kind or item.kind) == item.kind
-        and (line.scope or "global") == item.scope
+        and (line.scope or home) == item.scope
     )
 
 
@@ -226,9 +226,10 @@ def change_records(
     bridge and the machine: the caller's): a tombstone for each id a deleted line
     showed; for an edited line an entry superseding the first id it showed, and
     tombstones for every id it showed (an inferred record cannot supersede the person's
-    entry, rule 10, but a tombstone deletes it, rule 8), the entry of the line's kind (else the item's) and scope (a line
-    without one is global, as a global entry's line reads); for an added line an entry of the line's kind and scope
-    (`default_kind` and `default_scope` where the line names none).
+    entry, rule 10, but a tombstone deletes it, rule 8); for an added line an entry.
+    An entry is of the line's kind (else the edited item's, else `default_kind`) and
+    scope (else `default_scope`: pass the block's `home`, the scope its lines leave
+    unnamed).
 
     An entry's id is `vendor_memory.entry_id` of "bridge", its kind, scope, text and the
     id it supersedes; where `superseded(id)` says that id is superseded for good (rule
@@ -271,7 +272,7 @@ def change_records(
     for item in changes.deletes:
         tombstones(item.ids)
     for item, line in changes.edits:
-        if entry(line, line.kind or item.kind, line.scope or "global", item.ids[0]):
+        if entry(line, line.kind or item.kind, line.scope or default_scope, item.ids[0]):
             tombstones(item.ids)
     for line in changes.adds:
         entry(line, line.kind or default_kind, line.scope or default_scope, None)

@@ -162,6 +162,18 @@ def test_a_reshaped_block_makes_no_tombstone(change: Any, why: str) -> None:
     assert change_records(changes, source="b", created_at=T0).records == []
 
 
+def test_lines_of_the_blocks_home_scope_name_none() -> None:
+    sel = Selection(scope="project:x", home="project:x")
+    before = render_block(entries_of(BASE), sel)
+    assert "- Fact: Staging needs the VPN." not in before.text  # a global entry: named
+    assert "- Fact: \\[global\\] Staging needs the VPN." in before.text
+    assert "- Fact: The CI runs on \\@ubuntu 24.04." in before.text
+    inner = [*_inner(before), "- Lesson: A project lesson."]
+    changes = diff_block(before, inner)
+    got = change_records(changes, source="b", created_at=T0, default_scope=before.home)
+    assert [(r["scope"], r["text"]) for r in got.records] == [("project:x", "A project lesson.")]
+
+
 def test_a_line_that_looks_like_a_secret_is_withheld() -> None:
     before = _render(BASE)
     key = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

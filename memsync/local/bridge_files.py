@@ -1,0 +1,176 @@
+"""Reading and replacing a bridged file (issue 22, item 4): never losing a byte someone
+else wrote, keeping links, modes and owners.
+
+- `read_bridged` reads the file through any symbolic link (stow, chezmoi and yadm link
+  `CLAUDE.md` and `AGENTS.md` into a repository): the bytes, the link's target, its stat.
+- `replace_if_unchanged` writes new bytes to the *target* (a temp file in the target's
+  folder, renamed over it, so a reader sees the old file or the new one, and a kill -9
+  leaves it whole) only if the target still holds what was read: a person or an agent
+  writing meanwhile keeps their bytes, and the caller reads again. The link stays a link;
+  the mode and the owner are the target's. A read-only target (Home Manager links into
+  `/nix/store`), a folder memsync cannot write a temp file in, or a hard-linked file
+  (a rename would split the links) is refused with the reason (`BridgeRefused`).
+- `may_create`: memsync never creates a `CLAUDE.md` or `CLAUDE.local.md` in a project
+  that has an `AGENTS.md` (Claude Code reads `AGENTS.md` only where no `CLAUDE.md` is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from memsync.errors import MemsyncError
+from memsync.local.storage import fsync_dir, write_all
+
+__all__ = ["BridgeRefused", "Snapshot", "may_create", "read_bridged", "replace_if_unchanged"]
+
+_CLAUDE_NAMES = ("CLAUDE.md", "CLAUDE.local.md")
+
+
+class BridgeRefused(MemsyncError):
+    """memsync will not write this bridged file: the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A bridged file as read: its configured `path`, the `target` written (the path
+    itself, or where its links lead), its bytes (None: it does not exist yet) and the
+    target's stat."""
+
+    path: Path
+    target: Path
+    data: bytes | None
+    stat: os.stat_result | None
+
+
+def read_bridged(path: Path) -> Snapshot:
+    """The file at `path`, read through its links.
+
+    Raises:
+        BridgeRefused: it is a folder, or its folder does not exist.
+        OSError: it cannot be read (naming it).
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        with open(target, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read()
+    except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise BridgeRefused(f"{path}: its folder {target.parent} does not exist") from None
+        return Snapshot(path, target, None, None)
+    except IsADirectoryError:
+        raise BridgeRefused(f"{path}: is a folder, not a file") from None
+    return Snapshot(path, target, data, st)
+
+
+def may_create(path: Path, home: Path | None = None) -> str | None:
+    """Why memsync must not create the missing file `path`, or None when it may.
+
+    A `CLAUDE.md` or `CLAUDE.local.md` of a project (`<dir>/` or `<dir>/.claude/`) is
+    never created when an `AGENTS.md` is in `<dir>` or a folder above it: Claude Code
+    would stop reading that `AGENTS.md`. The user's own `~/.claude/CLAUDE.md` does not
+    hide it and may be created."""
+    if path.name not in _CLAUDE_NAMES:
+        return None
+    home = Path.home() if home is None else home
+    folder = Path(os.path.abspath(path)).parent
+    if folder == home / ".claude":
+        return None
+    project = folder.parent if folder.name == ".claude" else folder
+    for d in (project, *project.parents):
+        if (d / "AGENTS.md").exists():
+            return (
+                f"{path}: not created: {d / 'AGENTS.md'} exists, and Claude Code stops "
+                f"reading AGENTS.md where a {path.name} is; bridge AGENTS.md instead"
+            )
+    return None
+
+
+def replace_if_unchanged(snap: Snapshot, data: bytes) -> bool:
+    """Write `data` as the file `snap` read, if it still holds what was read; False when
+    it changed (or appeared) meanwhile: nothing is written then. A new file is made 0600.
+
+    Raises:
+        BridgeRefused: the target is read-only, has other hard links, or its folder takes
+            no temp file (the reason named).
+        OSError: a write failed (nothing is left half written).
+    """
+    target = snap.target
+    if snap.stat is not None:
+        if not os.access(target, os.W_OK):
+            raise BridgeRefused(
+                f"{snap.path}: {target} is read-only (a link into read-only storage?); "
+                "point the bridge at a writable file"
+            )
+        if snap.stat.st_nlink > 1:
+            raise BridgeRefused(
+                f"{snap.path}: {target} has {snap.stat.st_nlink} hard links, which a "
+                "replace would split; use a symbolic link instead"
+            )
+    tmp = target.with_name(f".{target.name}.memsync-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except PermissionError:
+        raise BridgeRefused(
+            f"{snap.path}: cannot write a temp file in {target.parent} (read-only folder)"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            raise BridgeRefused(f"{snap.path}: {target} is on a read-only file system") from None
+        raise OSError(exc.errno, exc.strerror, str(snap.path)) from exc
+    try:
+        try:
+            write_all(fd, data)
+            if snap.stat is not None:
+                os.fchmod(fd, snap.stat.st_mode & 0o7777)
+                _keep_owner(fd, snap)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if snap.stat is None:
+            try:
+                os.link(tmp, target)  # fails if the file appeared meanwhile: no replace
+            except FileExistsError:
+                return False
+        else:
+            if not _unchanged(snap):
+                return False
+            os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    fsync_dir(target.parent)
+    return True
+
+
+def _keep_owner(fd: int, snap: Snapshot) -> None:
+    """The target's owner and group on the new file (a file of another owner that this
+    user may write: root's, or a shared group's)."""
+    assert snap.stat is not None
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) == (snap.stat.st_uid, snap.stat.st_gid):
+        return
+    try:
+        os.fchown(fd, snap.stat.st_uid, snap.stat.st_gid)
+    except PermissionError:
+        raise BridgeRefused(
+            f"{snap.path}: {snap.target} belongs to uid {snap.stat.st_uid} gid "
+            f"{snap.stat.st_gid}, which a replaced file could not keep"
+        ) from None
+
+
+def _unchanged(snap: Snapshot) -> bool:
+    """Whether the target still holds the bytes `snap` read (same file, same bytes)."""
+    try:
+        with open(snap.target, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read()
+    except FileNotFoundError:
+        return False
+    assert snap.stat is not None
+    return (st.st_dev, st.st_ino) == (snap.stat.st_dev, snap.stat.st_ino) and data == snap.data

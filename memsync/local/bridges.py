@@ -1,0 +1,370 @@
+"""Syncing one bridged Markdown file with a memory (issue 22, items 2 to 4): what the
+person changed in memsync's block comes in as records, then the block is rendered again
+from the view and written back, everything outside it byte for byte as it was.
+
+`sync_bridge`, for a file of format `agents-md`, `claude-md`, `gemini-md` or `markdown`:
+
+1. read the file through its links (`bridge_files.read_bridged`); find the block
+   (`core.bridge_block.locate`): damaged markers are refused with the reason and the
+   file is left alone;
+2. read the block's edits against what memsync rendered there last (kept in the state
+   directory, `StateDir.bridge_rendered`; `core.bridge_edits.diff_block`): an edited line
+   supersedes, a deleted line tombstones, an added line is an entry, appended to the
+   memory with `source` "bridge:<format>@<machine>" and ids derived from what they say.
+   Lines that look like credentials are withheld and reported. A vanished or reshaped
+   block, or one memsync has no record of rendering, is no change: it is rendered again
+   and the result says so;
+3. render the view's selection (`core.bridge_block.render_block`) within the format's
+   limit (for `agents-md`, what is left of Codex's 32 KiB after the file's other bytes)
+   and put it where the block was, or, the first time, at the top of the file (after a
+   frontmatter), in the file's own line endings;
+4. replace the file only if it still holds what was read (`replace_if_unchanged`), else
+   read again (a few times, then report).
+
+What was rendered is saved before the file is written (as pending) and confirmed after,
+so that a kill -9 between the two never makes the next run read memsync's own lines as
+a person's edits: the block is read against whichever of the two renderings it is.
+
+`remove_block` takes the block out and leaves the file as it was without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memsync.core.bridge_block import (
+    FORMAT_LIMITS,
+    BlockError,
+    Limits,
+    Rendered,
+    Selection,
+    Span,
+    locate,
+    render_block,
+)
+from memsync.core.bridge_edits import Changes, Line, change_records, diff_block
+from memsync.core.lines import classify
+from memsync.core.prompt import PromptEntry
+from memsync.core.records import Record
+from memsync.core.timestamps import format_ts
+from memsync.core.view import build_view
+from memsync.errors import InvalidRecord
+from memsync.local.bridge_files import (
+    BridgeRefused,
+    Snapshot,
+    may_create,
+    read_bridged,
+    replace_if_unchanged,
+)
+from memsync.local.fresh import header_line, now_us
+from memsync.local.lock import file_lock
+from memsync.local.memory import Memory
+from memsync.local.reading import scan
+from memsync.local.statedir import StateDir, StateDirLike
+from memsync.local.storage import append_bytes, atomic_replace
+
+__all__ = ["BLOCK_FORMATS", "Bridge", "BridgeResult", "remove_block", "sync_bridge"]
+
+BLOCK_FORMATS = ("agents-md", "claude-md", "gemini-md", "markdown")
+"""The formats whose file holds one managed block."""
+
+ATTEMPTS = 5
+"""How many times a file that keeps changing under memsync is read again."""
+
+_DEFAULT_KIND = {"agents-md": "preference", "claude-md": "preference"}
+
+
+@dataclass(frozen=True, slots=True)
+class Bridge:
+    """A bridged file: its path, format and what of the view goes into it."""
+
+    path: Path
+    format: str
+    selection: Selection = field(default_factory=Selection)
+
+
+@dataclass
+class BridgeResult:
+    """What one sync of a bridge did: whether the file was written, how many records the
+    block's edits appended, why it was refused (None: it was not), and what to report."""
+
+    path: str
+    written: bool = False
+    appended: int = 0
+    refused: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "written": self.written,
+            "appended": self.appended,
+            "refused": self.refused,
+            "notes": self.notes,
+        }
+
+
+def sync_bridge(
+    memory: str | os.PathLike[str],
+    bridge: Bridge,
+    *,
+    machine: str,
+    state_dir: StateDirLike | None = None,
+    now: int | None = None,
+) -> BridgeResult:
+    """Sync `bridge` with memory file `memory` (the module docstring); `machine` names
+    this machine in the `source` of the records its block's edits make.
+
+    Raises:
+        OSError: the file or the memory cannot be read or written (naming it).
+    """
+    if bridge.format not in BLOCK_FORMATS:
+        raise ValueError(f"not a block format: {bridge.format!r}")
+    state = StateDir.of(state_dir)
+    result = BridgeResult(str(bridge.path))
+    mem = Memory.open(memory)
+    for _ in range(ATTEMPTS):
+        try:
+            if _attempt(mem, bridge, machine, state, now, result):
+                return result
+        except (BridgeRefused, BlockError) as exc:
+            result.refused = str(exc) if isinstance(exc, BridgeRefused) else f"{bridge.path}: {exc}"
+            return result
+        result.notes.append("the file changed while memsync rendered: read again")
+    result.refused = f"{bridge.path}: kept changing while memsync rendered; left as it is"
+    return result
+
+
+def _attempt(
+    mem: Memory, bridge: Bridge, machine: str, state: StateDir, now: int | None, out: BridgeResult
+) -> bool:
+    """One read, ingest, render and replace; False when the file changed meanwhile."""
+    snap = read_bridged(bridge.path)
+    if snap.data is None and (why := may_create(bridge.path)) is not None:
+        raise BridgeRefused(why)
+    text = _decode(snap)
+    span = locate(text)
+    confirmed, pending = _load(state, snap.target)
+    saved = [r for r in (confirmed, pending) if r is not None]
+    if span is not None and saved:
+        before = _closest(saved, span.inner)
+        changes = diff_block(before, span.inner)
+        if changes.reshaped is not None:
+            out.notes.append(
+                f"the block changed shape ({changes.reshaped}): no change taken from it, "
+                "rendered again"
+            )
+        elif changes:
+            out.appended += _ingest(mem, bridge, machine, changes, now, out)
+    elif span is None and saved:
+        out.notes.append("the block was gone (rewritten by an agent?): rendered again")
+    elif span is not None:
+        out.notes.append("no record of rendering this block here: its lines were not read")
+    outside = text if span is None else text[: span.start] + text[span.stop :]
+    rendered = render_block(_entries(mem, now), bridge.selection, _limits(bridge, outside))
+    if rendered.left_out:
+        out.notes.append(f"{rendered.left_out} entries left out to fit the budget")
+    if rendered.withheld:
+        out.notes.append(f"{len(rendered.withheld)} entries withheld: they look like secrets")
+    if bridge.format == "agents-md" and (bridge.path.parent / "AGENTS.override.md").exists():
+        out.notes.append("AGENTS.override.md sits beside it: Codex reads that file instead")
+    new = _splice(text, span, rendered.text)
+    if new == text:
+        _save(state, snap.target, rendered, None)
+        return True
+    _save(state, snap.target, confirmed, rendered)
+    if not replace_if_unchanged(snap, new.encode("utf-8")):
+        return False
+    _save(state, snap.target, rendered, None)
+    out.written = True
+    return True
+
+
+def _decode(snap: Snapshot) -> str:
+    if snap.data is None:
+        return ""
+    try:
+        return snap.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = snap.data.count(b"\n", 0, exc.start) + 1
+        raise BridgeRefused(f"{snap.path}:{line}: not UTF-8; left as it is") from None
+
+
+def _limits(bridge: Bridge, outside: str) -> Limits:
+    limits = FORMAT_LIMITS[bridge.format]
+    if limits.max_bytes is not None and bridge.format == "agents-md":
+        room = limits.max_bytes - len(outside.encode("utf-8"))
+        if room <= 0:
+            raise BridgeRefused(
+                f"{bridge.path}: its own text already fills Codex's "
+                f"{limits.max_bytes}-byte budget; no room for the block"
+            )
+        limits = Limits(room, limits.max_chars, limits.max_lines)
+    return limits
+
+
+def _newline(text: str) -> str:
+    first = text.find("\n")
+    return "\r\n" if first > 0 and text[first - 1] == "\r" else "\n"
+
+
+def _splice(text: str, span: Span | None, block: str) -> str:
+    """`text` with `block` where its block was, or first at the top (after a frontmatter),
+    in the file's line endings; the last line break kept as the file had it."""
+    nl = _newline(text)
+    block = block.replace("\n", nl)
+    if span is not None:
+        if not text[span.start : span.stop].endswith("\n"):
+            block = block[: -len(nl)]
+        return text[: span.start] + block + text[span.stop :]
+    at = _after_frontmatter(text)
+    return text[:at] + block + text[at:]
+
+
+def _after_frontmatter(text: str) -> int:
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip("\r\n") != "---":
+        return 0
+    offset = len(lines[0])
+    for line in lines[1:]:
+        offset += len(line)
+        if line.rstrip("\r\n") == "---":
+            return offset
+    return 0
+
+
+def _entries(mem: Memory, now: int | None) -> list[PromptEntry]:
+    view = mem.view(now)
+    out = []
+    for rec in view.records:
+        f = rec.fields()
+        out.append(
+            PromptEntry(
+                rec.id,
+                f["kind"],
+                f["text"],
+                f.get("scope", "global"),
+                rec.user,
+                float(f.get("confidence", 1.0)),
+                rec.ts,
+            )
+        )
+    return out
+
+
+def _ingest(
+    mem: Memory, bridge: Bridge, machine: str, changes: Changes, now: int | None, out: BridgeResult
+) -> int:
+    """Append the records of `changes`; how many."""
+    at = now_us() if now is None else now
+    with file_lock(mem.path, mem.lock_timeout):
+        result = scan([mem.path])
+        superseded = result.index.superseded
+        live = build_view(result.index, at).live
+        said = {(f["kind"], f.get("scope", "global"), f["text"]) for f in map(Record.fields, live)}
+        adds = tuple(line for line in changes.adds if not _said(line, said))
+        # A deletion must come after every version of what it deletes (rule 8), whatever
+        # another machine's clock stamped them with: the hybrid clock, as `Memory` keeps.
+        index = result.index
+        touched = [i for item in changes.deletes for i in item.ids]
+        touched += [i for item, _ in changes.edits for i in item.ids]
+        for rid in touched:
+            for rec in (index.user.get(rid), index.inferred.get(rid), index.tombs.get(rid)):
+                if rec is not None:
+                    at = max(at, rec.ts + 1)
+        got = change_records(
+            Changes(changes.edits, changes.deletes, adds),
+            source=f"bridge:{bridge.format}@{machine}",
+            created_at=format_ts(at),
+            default_kind=_DEFAULT_KIND.get(bridge.format, "fact"),
+            default_scope=bridge.selection.home,
+            tags=("bridge", bridge.format),
+            superseded=superseded.__contains__,
+        )
+        out.notes.extend(f"{bridge.path}: a line of the block {w}" for w in got.withheld)
+        lines = []
+        for obj in got.records:
+            raw = msgspec.json.encode(obj)
+            if not isinstance(classify(raw), Record):
+                raise InvalidRecord(f"{bridge.path}: a line of the block makes no valid record")
+            lines.append(raw + b"\n")
+        if lines:
+            append_bytes(mem.path, b"".join(lines), header=header_line(at))
+    return len(lines)
+
+
+def _said(line: Line, said: set[tuple[str, str, str]]) -> bool:
+    """Whether an added line says what a live entry says already (nothing twice)."""
+    return any(
+        text == line.text and line.kind in (None, kind) and line.scope in (None, scope)
+        for kind, scope, text in said
+    )
+
+
+# --- What was rendered --------------------------------------------------------------------
+
+
+def _load(state: StateDir, target: Path) -> tuple[Rendered | None, Rendered | None]:
+    """The renderings saved for `target`: the confirmed one and a pending one (None
+    where none, or nothing readable, was saved)."""
+    try:
+        doc = json.loads(state.bridge_rendered(target).read_bytes())
+        pair = [
+            None if doc.get(k) is None else Rendered.from_json(doc[k].encode("utf-8"))
+            for k in ("confirmed", "pending")
+        ]
+    except (FileNotFoundError, ValueError, TypeError, AttributeError):
+        return None, None
+    return pair[0], pair[1]
+
+
+def _save(
+    state: StateDir, target: Path, confirmed: Rendered | None, pending: Rendered | None
+) -> None:
+    doc = {
+        "confirmed": None if confirmed is None else confirmed.to_json().decode("utf-8"),
+        "pending": None if pending is None else pending.to_json().decode("utf-8"),
+    }
+    path = state.prepared(state.bridge_rendered(target))
+    atomic_replace(path, json.dumps(doc, ensure_ascii=False).encode("utf-8"))
+
+
+def _closest(saved: list[Rendered], inner: tuple[str, ...]) -> Rendered:
+    """The saved rendering the block's lines keep most of (the confirmed one on a tie)."""
+    lines = Counter(x.rstrip() for x in inner)
+
+    def kept(r: Rendered) -> int:
+        return sum((Counter(i.line for i in r.items) & lines).values())
+
+    return max(saved, key=kept)
+
+
+def remove_block(path: str | os.PathLike[str], *, state_dir: StateDirLike | None = None) -> bool:
+    """Take memsync's block out of the file at `path`, leaving every other byte as it
+    was, and forget what was rendered there; False when it holds no block.
+
+    Raises:
+        BridgeRefused: the file cannot be written (the reason named), or changed while
+            memsync wrote it five times running.
+        BlockError: its markers are damaged (nothing is changed).
+    """
+    state = StateDir.of(state_dir)
+    for _ in range(ATTEMPTS):
+        snap = read_bridged(Path(path).expanduser())
+        if snap.data is None:
+            return False
+        text = _decode(snap)
+        span = locate(text)
+        if span is None:
+            return False
+        if replace_if_unchanged(snap, (text[: span.start] + text[span.stop :]).encode("utf-8")):
+            state.bridge_rendered(snap.target).unlink(missing_ok=True)
+            return True
+    raise BridgeRefused(f"{path}: kept changing while memsync wrote it; left as it is")
