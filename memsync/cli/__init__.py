@@ -197,6 +197,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="what the daemon is doing; exit 1 when something is wrong")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--cached",
+        action="store_true",
+        help="judge convergence on the receipts the last sync read; do not reach the hubs now",
+    )
     p.set_defaults(handler=_lazy("_hubs", "cmd_status"))
 
     p = sub.add_parser("forget-replica", help="stop waiting for a retired replica")

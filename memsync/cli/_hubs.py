@@ -159,6 +159,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from memsync.cli._convergence import (
+        convergence_json,
+        convergence_lines,
+        convergence_problems,
+        convergence_rows,
+    )
     from memsync.config.wiring import state_of
     from memsync.daemon.status import compaction_line, daemon_running, evaluate, read_status
     from memsync.daemon.status import to_json as status_json
@@ -168,8 +174,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     status = read_status(state_dir)
     now = now_us()
     verdict = evaluate(status, daemon_running(state_dir), now)
+    # issue 21: the receipts in each hub, read now unless --cached
+    rows = convergence_rows(config, now, live=not args.cached)
+    verdict.problems.extend(convergence_problems(rows))
     if args.json:
-        print(status_json(status, verdict))
+        doc = json.loads(status_json(status, verdict))
+        doc["convergence"] = convergence_json(rows)
+        print(json.dumps(doc, indent=2))
         return EXIT_OK if verdict.ok else EXIT_FOUND
     if verdict.running and status is not None:
         print(f"daemon: running (pid {status.pid}), replica {status.replica!r}")
@@ -203,6 +214,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         for mname, mem in status.memories.items():
             if (line := compaction_line(mname, mem, now)) is not None:
                 print(line)
+    for line in convergence_lines(rows):
+        print(line)
     for problem in verdict.problems:
         print(f"problem: {problem}")
     return EXIT_OK if verdict.ok else EXIT_FOUND

@@ -5,8 +5,10 @@ remote. `memsync.hub` itself takes ready-made objects and never sees the config.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from memsync.config.model import Config, RemoteConfig, default_config_path
+from memsync.core.convergence import Convergence
 from memsync.errors import KeyFileError
 from memsync.hub.codec import EncryptedCodec, FailingCodec, PlainCodec
 from memsync.hub.keys import KEY_FILE_NAME, load_keyring
@@ -16,7 +18,27 @@ from memsync.hub.transports import Transport, open_transport
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
 
-__all__ = ["codec_for", "key_file_of", "open_remote", "own_key_forms", "state_of", "sync_config"]
+__all__ = [
+    "ConvergenceRow",
+    "codec_for",
+    "convergence_of",
+    "key_file_of",
+    "open_remote",
+    "own_key_forms",
+    "state_of",
+    "sync_config",
+]
+
+
+class ConvergenceRow(NamedTuple):
+    """One memory through one remote: its convergence, when the hub was listed, and the
+    error that kept it from being read now."""
+
+    memory: str
+    remote: str
+    convergence: Convergence
+    listed_at: int | None
+    error: str | None
 
 
 def state_of(config: Config) -> StateDir:
@@ -114,3 +136,39 @@ def codec_for(remote: RemoteConfig, config: Config, memory: str) -> PlainCodec:
         return EncryptedCodec(remote.name, memory, load_keyring(key_file))
     except KeyFileError as exc:
         return FailingCodec(remote.name, memory, f"encrypt = true for {remote.name}, but {exc}")
+
+
+def convergence_of(config: Config, now: int, *, live: bool = True) -> list[ConvergenceRow]:
+    """The convergence of every memory through every remote of `config` (issue 21): with
+    `live`, each hub's folder is listed and its changed receipts read now (a hub that
+    cannot be reached is judged as last seen, with the error); else as the last pass saw it.
+    """
+    from memsync.hub.convergence import convergence
+    from memsync.hub.state import retired
+
+    state = state_of(config)
+    replica = resolve_replica(config.replica, state)
+    gone = retired(state)
+    rows: list[ConvergenceRow] = []
+    pool: dict[str, Transport] = {}
+    try:
+        for mem in config.memory:
+            for rc in config.memory_remotes(mem):
+                if live and rc.name not in pool:
+                    pool[rc.name] = open_remote(rc)
+                verdict, listed_at, error = convergence(
+                    memory=mem.name,
+                    remote=rc.name,
+                    local=mem.path,
+                    replica=replica,
+                    state_dir=state,
+                    now=now,
+                    retired=gone,
+                    transport=pool.get(rc.name),
+                    codec=codec_for(rc, config, mem.name) if live else None,
+                )
+                rows.append(ConvergenceRow(mem.name, rc.name, verdict, listed_at, error))
+    finally:
+        for t in pool.values():
+            t.close()
+    return rows

@@ -42,6 +42,7 @@ from memsync.daemon.status import (
     RemoteStatus,
     read_status,
     returns,
+    status_line,
     write_pid,
     write_status,
 )
@@ -342,6 +343,10 @@ class Daemon:
             backoff.failures, backoff.next_try, backoff.last_error = 0, 0.0, None
             self._note_returns(memory, remote, st.replicas, report.replicas, now)
             st.note_pass(report, now)
+            mem = self.config.memory_named(memory)
+            if mem is not None:  # issue 21: who holds the same memory, for status and systemd
+                st.note_convergence(self.state, memory, remote, mem.path, self.replica, now)
+                _systemd.notify("STATUS=" + status_line(self._status))
             for w in report.withheld:  # issue 13, item 6: a person must look at these
                 logger.warning(
                     "%s <-> %s: withheld %s:%s, id %s: it looks like a credential (%s); "

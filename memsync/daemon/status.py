@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -38,6 +39,7 @@ __all__ = [
     "evaluate",
     "read_status",
     "returns",
+    "status_line",
     "to_json",
     "write_pid",
     "write_status",
@@ -90,6 +92,28 @@ class RemoteStatus(_Model):
     `WITHHELD_PROBLEM_DAYS` days."""
     write_mode: str | None = None
     """S3 hubs: "conditional" (If-None-Match PUTs) or "plain" (the store ignores them)."""
+    convergence: str | None = None
+    """After the last pass: which machines hold the same memory, in words (issue 21)."""
+    in_sync: bool | None = None
+    """Whether every machine that is neither silent nor retired agrees with this one."""
+
+    def note_convergence(
+        self, state_dir: StateDir, memory: str, remote: str, local: Path, replica: str, now: int
+    ) -> None:
+        """Judge convergence on the receipts the last pass read (no request to the hub)."""
+        from memsync.hub.convergence import convergence
+        from memsync.hub.state import retired
+
+        verdict, _, _ = convergence(
+            memory=memory,
+            remote=remote,
+            local=local,
+            replica=replica,
+            state_dir=state_dir,
+            now=now,
+            retired=retired(state_dir),
+        )
+        self.convergence, self.in_sync = verdict.summary(), verdict.in_sync
 
     def note_pass(self, report: SyncReport, now: int) -> None:
         """Take in a pass that succeeded at `now`."""
@@ -182,6 +206,19 @@ class DaemonStatus(_Model):
     updated_at: int
     config: str
     memories: dict[str, MemoryStatus] = Field(default_factory=dict)
+
+
+def status_line(status: DaemonStatus) -> str:
+    """The daemon's one-line status (systemd's STATUS=): `in sync with N machines` per
+    memory, or what is not (issue 21)."""
+    parts = []
+    for mname, mem in status.memories.items():
+        for rname, r in mem.remotes.items():
+            if r.last_error is not None:
+                parts.append(f"{mname} <-> {rname}: failing")
+            elif r.convergence is not None:
+                parts.append(f"{mname} <-> {rname}: {r.convergence}")
+    return "; ".join(parts) or "watching " + ", ".join(status.memories)
 
 
 def write_status(state_dir: StateDir, status: DaemonStatus) -> None:

@@ -26,9 +26,11 @@ records, so they are sealed too: without the key, nothing in a receipt tells ids
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from memsync.core.names import valid_replica
 from memsync.core.receipts import (
     FORMAT,
     RECEIPT_SUFFIX,
@@ -41,6 +43,7 @@ from memsync.core.receipts import (
 from memsync.core.scan import line_digest
 from memsync.core.timestamps import SECOND
 from memsync.core.version import __version__
+from memsync.errors import MemsyncError
 from memsync.hub._pass import _SUFFIX, PassBase
 from memsync.hub.codec import EncryptedCodec, PlainCodec
 from memsync.hub.crypto import LineCipher
@@ -57,6 +60,8 @@ __all__ = [
     "local_receipt",
     "publish_receipt",
     "read_receipt",
+    "receipt_state",
+    "refresh",
     "seal",
     "unseal",
 ]
@@ -69,13 +74,17 @@ _LOOKUP_BATCH = 10_000
 
 @dataclass
 class ReceiptState:
-    """What this machine remembers of its receipts in one hub, for one memory (a cache in
-    the state directory: lost, the next pass publishes again)."""
+    """What this machine remembers of the receipts in one hub, for one memory (a cache in
+    the state directory: lost, the next pass publishes and reads them again)."""
 
     published_at: int | None = None
     positions: str = ""  # the read and own positions of the last receipt, as JSON
-    peers: dict[str, dict[str, object]] = field(default_factory=dict)
-    """Peers' receipts as last read: replica -> {size, mtime, receipt (its JSON)}."""
+    own: dict[str, Any] | None = None  # our last receipt, as published
+    peers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Peers' receipts as last read: replica -> {size, mtime, receipt (its JSON or None)}."""
+    files: dict[str, int] = field(default_factory=dict)
+    """The hub's replica files and their sizes at the last listing."""
+    listed_at: int | None = None
 
     @classmethod
     def load(cls, path: Path) -> ReceiptState:
@@ -86,8 +95,54 @@ class ReceiptState:
             return cls()
 
     def save(self, path: Path) -> None:
-        doc = {"published_at": self.published_at, "positions": self.positions, "peers": self.peers}
-        atomic_replace(path, json.dumps(doc).encode())
+        atomic_replace(path, json.dumps(asdict(self)).encode())
+
+    def receipts(self, me: str) -> dict[str, Receipt | None]:
+        """Every receipt known, ours (`me`) included; None: one that could not be read."""
+        out: dict[str, Receipt | None] = {}
+        for name, cached in self.peers.items():
+            doc = cached.get("receipt")
+            out[name] = None if doc is None else parse_receipt(name, json.dumps(doc).encode())
+        if self.own is not None:
+            out[me] = parse_receipt(me, json.dumps(self.own).encode())
+        return out
+
+
+def refresh(
+    t: Transport,
+    codec: PlainCodec,
+    memory: str,
+    rs: ReceiptState,
+    listing: list[RemoteFile],
+    me: str,
+    now: int,
+) -> None:
+    """Take in a listing of the hub's memory folder: the replica files' sizes, and the
+    peers' receipts that changed since they were last read (one small read each; a receipt
+    that cannot be read now keeps what was read before)."""
+    rs.files = {
+        f.name: f.size
+        for f in listing
+        if f.name.endswith(_SUFFIX) and valid_replica(f.name[: -len(_SUFFIX)])
+    }
+    rs.listed_at = now
+    seen = set()
+    for f in listing:
+        replica = f.name[: -len(RECEIPT_SUFFIX)]
+        if not f.name.endswith(RECEIPT_SUFFIX) or not valid_replica(replica) or replica == me:
+            continue
+        seen.add(replica)
+        cached = rs.peers.get(replica)
+        if cached is not None and [cached.get("size"), cached.get("mtime")] == [f.size, f.mtime]:
+            continue
+        try:
+            receipt = read_receipt(t, codec, memory, f)
+        except MemsyncError:
+            continue  # read again next time
+        doc = None if receipt is None else receipt.to_json()
+        rs.peers[replica] = {"size": f.size, "mtime": f.mtime, "receipt": doc}
+    for gone in set(rs.peers) - seen:
+        del rs.peers[gone]
 
 
 def _receipt_ad(memory: str) -> str:
@@ -187,10 +242,13 @@ def _state_path(state_dir: StateDir, memory: str, remote: str) -> Path:
 
 
 def publish_receipt(p: PassBase) -> bool:
-    """At the end of pass `p` (pushes done, state saved): publish our receipt when the pass
-    changed something or the last is older than `RECEIPT_EVERY`. True when published."""
+    """At the end of pass `p` (pushes done, state saved): take in the peers' receipts of
+    the pass's listing, then publish ours when the pass changed something or the last is
+    older than `RECEIPT_EVERY`. True when published."""
     path = _state_path(p.state_dir, p.memory, p.remote)
     rs = ReceiptState.load(path)
+    listing: list[RemoteFile] = getattr(p, "listing", [])
+    refresh(p.t, p.codec, p.memory, rs, listing, p.replica, p.now)
     read, own = _positions(p)
     positions = json.dumps({"read": read, "own": own}, sort_keys=True)
     changed = (
@@ -198,13 +256,21 @@ def publish_receipt(p: PassBase) -> bool:
         or p.report.pushed_records > 0
         or positions != rs.positions
         or rs.published_at is None
+        or rs.own is None
         or not 0 <= p.now - rs.published_at < RECEIPT_EVERY
     )
-    if not changed:
-        return False
-    receipt = local_receipt(p.local, p.replica, p.now, p.hub, read, own)
-    data = seal(p.codec, p.memory, p.replica, receipt.encode())
-    p.t.replace(p.memory, p.replica + RECEIPT_SUFFIX, data)
-    rs.published_at, rs.positions = p.now, positions
+    if changed:
+        receipt = local_receipt(p.local, p.replica, p.now, p.hub, read, own)
+        data = seal(p.codec, p.memory, p.replica, receipt.encode())
+        p.t.replace(p.memory, p.replica + RECEIPT_SUFFIX, data)
+        rs.published_at, rs.positions, rs.own = p.now, positions, receipt.to_json()
+        own_size = own[0] if own is not None else None
+        if own_size is not None:
+            rs.files[p.own] = max(rs.files.get(p.own, 0), own_size)  # pushed after listing
     rs.save(path)
-    return True
+    return changed
+
+
+def receipt_state(state_dir: StateDir, memory: str, remote: str) -> ReceiptState:
+    """The receipts of a memory's hub as the last pass left them (a cache)."""
+    return ReceiptState.load(state_dir.receipts(memory, remote))
