@@ -21,6 +21,7 @@ from memsync.core.compaction import (
 )
 from memsync.core.lines import split_complete
 from memsync.core.records import Record
+from memsync.core.scan import line_digest
 from memsync.core.timestamps import SECOND
 from memsync.core.watermarks import (
     Snapshot,
@@ -46,7 +47,9 @@ from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.fileindex import DigestStore
 from memsync.local.fresh import now_us
 from memsync.local.progress import Progress
+from memsync.local.quiet import check_quiet
 from memsync.local.statedir import StateDir
+from memsync.local.storage import read_chunks
 
 __all__ = ["MemoryCompaction", "acknowledged_for", "compact_memory", "compact_own_hub_file"]
 
@@ -145,9 +148,34 @@ def compact_memory(
     """
     if remotes and state_dir is None:
         raise ValueError("compact_memory: remotes need the state directory")
+    hub_files: dict[str, tuple[int, int] | None] = {}
+    hub_errors: dict[str, MemsyncError] = {}
     with _acknowledgements(state_dir or StateDir(Path()), memory, remotes, replica) as hubs:
         # A file no hub shares: every old tombstone may go (no replica can hold it back).
         ack: Acknowledgements = hubs if remotes else ALL
+        ours = [(name, t) for name in remotes if (t := (transports or {}).get(name)) is not None]
+        if ours and state_dir is not None and not dry_run:
+            if not force:  # a busy file postpones it all, as before (no hub work per retry)
+                check_quiet(path, path.stat(), quiet_seconds)
+            # Our hub files first, weighed against the local file's records while it still
+            # holds the tombstones its compaction is about to drop (issue 24, residual (b)).
+            horizon = round(horizon_days * 86_400 * SECOND)
+            for name, transport in ours:
+                try:
+                    hub_files[name] = compact_own_hub_file(
+                        memory=memory,
+                        remote=name,
+                        transport=transport,
+                        replica=replica,
+                        state_dir=state_dir,
+                        horizon=horizon,
+                        acknowledged=ack,
+                        now=now,
+                        codec=(codecs or {}).get(name),
+                        local=path,
+                    )
+                except MemsyncError as exc:
+                    hub_errors[name] = exc
         local = compact_file(
             path,
             now=now,
@@ -159,29 +187,7 @@ def compact_memory(
             force=force,
             progress=progress,
         )
-        done = MemoryCompaction(local)
-        if dry_run or state_dir is None:
-            return done
-        horizon = round(horizon_days * 86_400 * SECOND)
-        for name in remotes:
-            transport = (transports or {}).get(name)
-            if transport is None:
-                continue
-            try:
-                done.hub_files[name] = compact_own_hub_file(
-                    memory=memory,
-                    remote=name,
-                    transport=transport,
-                    replica=replica,
-                    state_dir=state_dir,
-                    horizon=horizon,
-                    acknowledged=ack,
-                    now=now,
-                    codec=(codecs or {}).get(name),
-                )
-            except MemsyncError as exc:
-                done.hub_errors[name] = exc
-    return done
+    return MemoryCompaction(local, hub_files, hub_errors)
 
 
 def compact_own_hub_file(
@@ -195,6 +201,7 @@ def compact_own_hub_file(
     acknowledged: Acknowledgements,
     now: int | None = None,
     codec: PlainCodec | None = None,
+    local: Path | None = None,
 ) -> tuple[int, int] | None:
     """Compact this replica's own file in the hub the same way as a local file (rules 15
     and 16): only we write it, so under the pass lock no line can arrive meanwhile; the new
@@ -202,7 +209,15 @@ def compact_own_hub_file(
     its header, so that peers notice and read it again. Returns the sizes before and after,
     or None when there was nothing to compact or the file is not as we left it.
     `codec` (issue 12) is the remote's: an encrypted file is compacted as its plain records
-    and written back encrypted under the current key."""
+    and written back encrypted under the current key.
+
+    `local`: the memory's local file. Its records that the hub holds (in any replica's
+    file) are weighed with ours, and only our file's lines are written back: an entry of
+    ours whose tombstone sits in another replica's hub file goes from ours too, while the
+    local file still holds that tombstone (issue 24, residual (b)). Kept, it outlived the
+    tombstone, and a replica that read our file from the start (a lost state directory,
+    a new machine) brought it back to life. Only what the hub holds weighs: a local record
+    not pushed yet (or withheld, a secret) must not empty our file of what it replaces."""
     codec = codec if codec is not None else PlainCodec(remote, memory)
     at = now_us() if now is None else now
     own = replica + ".jsonl"
@@ -228,6 +243,8 @@ def compact_own_hub_file(
         where = f"{remote}:{memory}/{own}"  # how messages name a hub file (rule 2's error)
         survey = Survey()
         survey.fold(lines, source=where)
+        if local is not None:
+            _fold_held(survey, local, state_dir.hub_index(memory, remote))
         acked = acknowledged_lines(survey, at, horizon, acknowledged)
         plan = plan_compaction(survey, now=at, horizon=horizon, acknowledged=acked)
         bad = plan.account(lines, source=where)
@@ -236,8 +253,9 @@ def compact_own_hub_file(
             # rest of a write cut short, whose record was pushed again whole. Keep them.
             return None
         generation = _random.token_hex(8)
+        ours = set(lines)
         new = codec.header(at, generation, install_token(state_dir)) + b"".join(
-            codec.encode_line(r.raw) + b"\n" for r in plan.keep
+            codec.encode_line(r.raw) + b"\n" for r in plan.keep if r.raw in ours
         )
         if len(new) >= size:
             fragmented = getattr(transport, "fragmented", None)  # S3Transport's
@@ -258,3 +276,16 @@ def compact_own_hub_file(
         state.save(state_dir.sync_state(memory, remote))
         replace_done(state_dir, memory, remote)
         return size, len(new)
+
+
+def _fold_held(survey: Survey, local: Path, hub_index: Path) -> None:
+    """Fold into `survey` the records of `local` that the hub holds (as pushed: without a
+    CRLF line's "\r"), a chunk at a time. A missing local file adds nothing."""
+    with DigestStore(hub_index) as store:
+        try:
+            for chunk in read_chunks(local):
+                held = [raw[:-1] if raw.endswith(b"\r") else raw for raw in chunk.lines]
+                known = store.intersection([line_digest(raw) for raw in held])
+                survey.fold((raw for raw in held if line_digest(raw) in known), source=str(local))
+        except FileNotFoundError:
+            return

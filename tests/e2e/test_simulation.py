@@ -394,6 +394,7 @@ def _compact(sim: Sim, name: str, faulty: bool) -> None:
             horizon=round(HORIZON_DAYS * 86_400 * SECOND),
             acknowledged=ack,
             now=now,
+            local=sim.path(name),  # weighed against the local file, as the daemon does
         )
     except (Crash, TransportError):
         sim.log.append(f"{name} hub compaction failed ({fault})")

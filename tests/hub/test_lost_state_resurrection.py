@@ -1,0 +1,77 @@
+"""Issue 24, residual (b): the resurrection window after a lost state directory.
+
+`a` writes X, `b` forgets it; everyone reads everything; past the horizon both compact as
+the daemon does (`compact_memory`: the local file and the own hub file). The tombstone is
+acknowledged, so it leaves `b`'s files and `a`'s local file; `a`'s own hub file held X,
+and its compaction kept it (the tombstone was in `b`'s hub file, not `a`'s). Then `a`
+loses its state directory: its next pass reads its own hub file from the start and X came
+back to life on `a`, and on any new replica. Now a compaction of our own hub file weighs
+it against the local file's records the hub holds, before the local file drops them: X
+leaves `a`'s hub file while `a`'s local file still holds the tombstone.
+
+Left open: a local file compacted without our hub file (`memsync compact` on the command
+line, or a hub out of reach at that moment) may still drop the tombstone first; and a
+peer's compaction may drop it from its hub file before ours runs (a new machine reading
+both in between sees X).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsync.config import load_config
+from memsync.config.wiring import open_remote
+from memsync.core.timestamps import SECOND
+from memsync.hub.compaction import compact_memory
+from memsync.local.fresh import now_us
+from memsync.local.statedir import StateDir
+from tests.helpers.sync import MEMORY, Replica, hub_file, make_replica
+
+DAY = 86_400 * SECOND
+
+
+def _compact_as_the_daemon_does(replica: Replica, now: int) -> None:
+    config = load_config(replica.config)
+    [mem] = config.memory
+    remotes = config.memory_remotes(mem)
+    done = compact_memory(
+        mem.path,
+        memory=MEMORY,
+        remotes=[rc.name for rc in remotes],
+        replica=replica.replica_id,
+        state_dir=StateDir(replica.state_dir),
+        transports={rc.name: open_remote(rc) for rc in remotes},
+        now=now,
+        horizon_days=1,
+        quiet_seconds=0,
+    )
+    assert done.hub_errors == {}
+
+
+@pytest.mark.slow
+def test_a_lost_state_directory_brings_no_forgotten_entry_back(tmp_path: Path, hub: Path) -> None:
+    a = make_replica(tmp_path, "a", str(hub), replica_id="a")
+    b = make_replica(tmp_path, "b", str(hub), replica_id="b")
+    x = a.memory().add("fact", "Doomed: the staging bucket is public.").id
+    kept = a.memory().add("fact", "Kept: the build needs Python 3.11.").id
+    for r in (a, b):
+        r.sync()
+    b.memory().forget(x)
+    for r in (b, a, b, a):  # the tombstone read by everyone, and said so
+        r.sync()
+
+    later = now_us() + 2 * DAY  # past the horizon
+    _compact_as_the_daemon_does(b, later)
+    _compact_as_the_daemon_does(a, later)
+    assert x.encode() not in a.path.read_bytes()  # acknowledged: the tombstone went
+    assert x.encode() not in hub_file(hub, "b").read_bytes()
+    assert x.encode() not in hub_file(hub, "a").read_bytes()  # and X with it
+
+    a.forget_state()
+    a.sync()
+    assert {e.id for e in a.view().entries} == {kept}
+    c = make_replica(tmp_path, "c", str(hub), replica_id="c")
+    c.sync()
+    assert {e.id for e in c.view().entries} == {kept}
