@@ -24,27 +24,16 @@ from memsync.core.merge import DEFAULT_MAX_FUTURE
 from memsync.core.records import Record
 from memsync.core.scan import superseding_lines
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, build_view
-from memsync.errors import FileReplaced
+from memsync.local.batching import Batch, by_counts, in_order
 from memsync.local.compaction_parts import PART_BYTES, Spill, split_file
+from memsync.local.destination import Streamed
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
 from memsync.local.lock import DEFAULT_TIMEOUT
-from memsync.local.merge import (
-    MergeResult,
-    _add_up,
-    _DestDigests,
-    _merge_batch,
-    _OwnAppends,
-    _plan_batch,
-    _Replanned,
-    _result,
-    _size,
-    apply_merge,
-    plan_records_merge,
-)
+from memsync.local.merge import MergeResult, merge_batches
 from memsync.local.progress import Progress
 from memsync.local.reading import no_gc, scan
-from memsync.local.storage import private_dirs, read_chunks
+from memsync.local.storage import file_size, private_dirs, read_chunks
 
 __all__ = ["PART_BYTES", "chosen_lines", "handoff"]
 
@@ -72,10 +61,11 @@ def handoff(
 ) -> MergeResult:
     """Hand a slice of `src` to `dest`: append what makes DEST's view of the selected ids
     agree with SRC's: the live current versions that match `selection`, and SRC's
-    tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14)."""
+    tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14):
+    the chosen lines go through the merge driver (`merge_batches`), DEST streamed."""
     at = now_us() if now is None else now
-    if _size(src) > PART_BYTES:
-        return _handoff_parted(src, dest, selection, at, dry_run, lock_timeout, progress)
+    if file_size(src) > PART_BYTES:
+        return _handoff_partitioned(src, dest, selection, at, dry_run, lock_timeout, progress)
     dest_ids = _ids_of(dest)
     superseding: list[Record] = []
 
@@ -86,19 +76,20 @@ def handoff(
     result = scan([src], visit=visit)
     view = build_view(result.index, at)
     chosen = select_handoff(result.index, view.live, dest_ids, superseding, selection)
-    lines = [(str(src), 0, chosen)]
-    pending = plan_records_merge(dest, lines, now=at)
-    if dry_run:
-        return _result(pending, dry_run=True)
-    for _attempt in range(3):
-        try:
-            return apply_merge(pending, lock_timeout=lock_timeout)
-        except _Replanned:
-            pending = plan_records_merge(dest, lines, now=at)
-    raise FileReplaced(str(dest), "handoff")
+    streamed = Streamed(
+        dest,
+        now=at,
+        max_future=DEFAULT_MAX_FUTURE,
+        lock_timeout=lock_timeout,
+        dry_run=dry_run,
+        once=True,
+        during="handoff",
+    )
+    total = MergeResult(dest=str(dest), dry_run=dry_run)
+    return merge_batches(streamed, [Batch([(str(src), 0, chosen)])], total, keep_records=True)
 
 
-def _handoff_parted(
+def _handoff_partitioned(
     src: Path,
     dest: Path,
     selection: HandoffFilter,
@@ -113,31 +104,23 @@ def _handoff_parted(
     private_dirs(dest.parent)
     chosen, counts = chosen_lines(src, _ids_of(dest), selection, at, dest.parent, progress)
     try:
-        chunks = ((str(src), 0, lines) for lines in chosen.chunks())
-        digests = _DestDigests(dest)
+        streamed = Streamed(
+            dest,
+            now=at,
+            max_future=DEFAULT_MAX_FUTURE,
+            lock_timeout=lock_timeout,
+            dry_run=dry_run,
+            once=dry_run,
+        )
         if dry_run:
-            pending = _plan_batch(digests, dest, list(chunks), at, DEFAULT_MAX_FUTURE)
-            return _result(pending, dry_run=True)
-        total = MergeResult(dest=str(dest))
-        own = _OwnAppends()  # the lines come a partition by id at a time: see merge_files
-        lines = itertools.chain.from_iterable(chosen.chunks())
-        for batch in _partitions(str(src), lines, counts):
-            part = _merge_batch(digests, dest, batch, at, DEFAULT_MAX_FUTURE, lock_timeout, own)
-            _add_up(total, part, keep_records=False)
-            del batch, part  # freed before the next batch is read, not while
-        return total
+            chunks = ((str(src), 0, lines) for lines in chosen.chunks())
+            batches = in_order(chunks, None)
+        else:
+            lines = itertools.chain.from_iterable(chosen.chunks())
+            batches = by_counts(str(src), lines, counts)  # the partitions of `chosen_lines`
+        return merge_batches(streamed, batches, MergeResult(dest=str(dest), dry_run=dry_run))
     finally:
         chosen.close()
-
-
-def _partitions(
-    name: str, lines: Iterator[bytes], counts: list[int]
-) -> Iterator[list[tuple[str, int, list[bytes]]]]:
-    """`lines` cut into batches of `counts[0]`, `counts[1]`, ... lines, as chunks of
-    source `name` (line numbers unknown: 0)."""
-    for count in counts:
-        if count:
-            yield [(name, 0, list(itertools.islice(lines, count)))]
 
 
 def _supersessions(src: Path) -> dict[str, int]:

@@ -25,6 +25,7 @@ __all__ = [
     "append_bytes",
     "atomic_replace",
     "errors_named",
+    "file_size",
     "fsync_dir",
     "is_regular",
     "open_for_reading",
@@ -314,6 +315,14 @@ def private_dirs(folder: Path) -> None:
     for p in reversed(missing):
         with contextlib.suppress(FileExistsError):  # made meanwhile by another process
             p.mkdir(mode=0o700)
+
+
+def file_size(path: Path) -> int:
+    """The size of `path`, 0 when it cannot be looked at (missing: the reading says why)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def require_file(path: Path) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+import memsync.local.batching
 import memsync.local.compaction_parts
 import memsync.local.handoff
 import memsync.local.merge
@@ -244,7 +245,7 @@ def test_a_handoff_in_partitions_appends_what_the_whole_file_handoff_does(
     parted.write_bytes(held)
     one = handoff(src, whole, selection, now=NOW)
     monkeypatch.setattr(memsync.local.handoff, "PART_BYTES", 4096)
-    monkeypatch.setattr(memsync.local.merge, "BATCH_LINES", 50_000)
+    monkeypatch.setattr(memsync.local.batching, "BATCH_LINES", 50_000)
     many = handoff(src, parted, selection, now=NOW)
     assert one.appended > 0
     assert many.appended > 0

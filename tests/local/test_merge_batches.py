@@ -1,4 +1,4 @@
-"""Large merges go in batches (memsync.local.merge.BATCH_LINES): the result must be the view a
+"""Large merges go in batches (memsync.local.batching.BATCH_LINES): the result must be the view a
 single merge gives, with nothing appended twice and nothing appended by a merge again."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+import memsync.local.batching
+import memsync.local.destination
 import memsync.local.merge
-import memsync.local.merge_parts
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.local.compaction import compact_file
@@ -63,7 +64,7 @@ def test_a_merge_in_batches_gives_the_view_of_one_merge(
     src.write_bytes(header_line(BASE) + b"".join(line + b"\n" for line in lines + lines))
     whole, batched = tmp_path / "whole.jsonl", tmp_path / "batched.jsonl"
     merge_indexed(whole, [src], StateDir(tmp_path / "state-whole"), now=BASE)
-    monkeypatch.setattr(memsync.local.merge, "BATCH_LINES", 7)
+    monkeypatch.setattr(memsync.local.batching, "BATCH_LINES", 7)
     result = merge_indexed(batched, [src], StateDir(tmp_path / "state-batched"), now=BASE)
     assert result.appended > 0
     assert _view_key(batched) == _view_key(whole) == _view_key(src)
@@ -105,7 +106,7 @@ def test_a_merge_in_partitions_by_id_gives_the_view_of_one_merge(
         whole.write_bytes(start)
         parted.write_bytes(start)
     one = memsync.local.merge.merge_files(whole, [src], now=BASE)
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)  # about 20 parts
+    monkeypatch.setattr(memsync.local.batching, "PARTITION_BYTES", 4096)  # about 20 parts
     result = memsync.local.merge.merge_files(parted, [src], now=BASE)
     assert _view_key(parted) == _view_key(whole)
     # Nothing appended twice but rule 14's repeats, nothing but the sources' lines. (How
@@ -129,14 +130,14 @@ def test_a_merge_in_partitions_by_id_gives_the_view_of_one_merge(
 def _reads_of_the_destination(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The sizes of the chunks merge plans read of their destination, as they read them."""
     read: list[int] = []
-    real = memsync.local.merge._chunks_outside
+    real = memsync.local.destination._chunks_outside
 
     def counted(path: Path, skip: list[tuple[int, int]]) -> Iterator[Chunk]:
         for chunk in real(path, skip):
             read.append(chunk.end - chunk.start)
             yield chunk
 
-    monkeypatch.setattr(memsync.local.merge, "_chunks_outside", counted)
+    monkeypatch.setattr(memsync.local.destination, "_chunks_outside", counted)
     return read
 
 
@@ -147,7 +148,7 @@ def test_a_merge_in_partitions_does_not_read_what_it_appended(
     it appended (in arrival order, each batch read the whole growing file again)."""
     src = _source(tmp_path, 6)
     dest = tmp_path / "dest.jsonl"
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    monkeypatch.setattr(memsync.local.batching, "PARTITION_BYTES", 4096)
     read = _reads_of_the_destination(monkeypatch)
     memsync.local.merge.merge_files(dest, [src], now=BASE)
     parts = -(-src.stat().st_size // 4096)
@@ -164,7 +165,7 @@ def test_a_merge_in_partitions_survives_a_compaction_between_partitions(
     src = _source(tmp_path, 5)
     whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
     memsync.local.merge.merge_files(whole, [src], now=BASE)
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    monkeypatch.setattr(memsync.local.batching, "PARTITION_BYTES", 4096)
     compacted, calls = [], []
 
     def compact_now(what: str, *_: int) -> None:
@@ -191,9 +192,9 @@ def test_an_indexed_merge_in_partitions_gives_the_view_of_one_merge(
     whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
     early = BASE - 86_400 * SECOND + 5_000 * SECOND  # records after BASE + 5000 s: held
     state = StateDir(tmp_path / "state-parted")
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    monkeypatch.setattr(memsync.local.batching, "PARTITION_BYTES", 4096)
     result = merge_indexed(parted, [src], state, now=early)
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 1 << 30)
+    monkeypatch.setattr(memsync.local.batching, "PARTITION_BYTES", 1 << 30)
     first = merge_indexed(whole, [src], StateDir(tmp_path / "state-whole"), now=early)
     assert first.held
     assert len(result.held) == len(first.held)
@@ -202,7 +203,7 @@ def test_an_indexed_merge_in_partitions_gives_the_view_of_one_merge(
     with src.open("ab") as f:
         f.write(more)
     merge_indexed(whole, [src], StateDir(tmp_path / "state-whole"), now=BASE)
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    monkeypatch.setattr(memsync.local.batching, "PARTITION_BYTES", 4096)
     second = merge_indexed(parted, [src], state, now=BASE)
     assert second.appended > 0
     assert not second.held  # every held record was offered again, and judged
@@ -233,7 +234,7 @@ def test_a_few_new_lines_among_known_ones_are_one_batch(
                 "created_at": format_ts(BASE + (20_000 + rng.randrange(1000)) * SECOND),
             }
             f.write(json.dumps(obj).encode() + b"\n")
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 4096)
+    monkeypatch.setattr(memsync.local.batching, "PARTITION_BYTES", 4096)
     read = _reads_of_the_destination(monkeypatch)
     result = memsync.local.merge.merge_files(dest, [src], now=BASE)
     assert result.appended > 0
@@ -244,12 +245,12 @@ def test_a_few_new_lines_among_known_ones_are_one_batch(
 def test_partitions_grow_past_the_most_files_a_merge_opens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past `MAX_PARTS` partitions (each an open temporary file), partitions grow."""
+    """Past `MAX_PARTITIONS` partitions (each an open temporary file), partitions grow."""
     src = _source(tmp_path, 9)
     whole, parted = tmp_path / "whole.jsonl", tmp_path / "parted.jsonl"
     memsync.local.merge.merge_files(whole, [src], now=BASE)
-    monkeypatch.setattr(memsync.local.merge_parts, "PART_BYTES", 64)  # thousands of parts
-    monkeypatch.setattr(memsync.local.merge_parts, "MAX_PARTS", 3)
+    monkeypatch.setattr(memsync.local.batching, "PARTITION_BYTES", 64)  # thousands of parts
+    monkeypatch.setattr(memsync.local.batching, "MAX_PARTITIONS", 3)
     opened = []
     real = Spill
 
@@ -257,7 +258,7 @@ def test_partitions_grow_past_the_most_files_a_merge_opens(
         opened.append(folder)
         return real(folder)
 
-    monkeypatch.setattr(memsync.local.merge_parts, "Spill", spill)
+    monkeypatch.setattr(memsync.local.batching, "Spill", spill)
     memsync.local.merge.merge_files(parted, [src], now=BASE)
     assert len(opened) == 3
     assert _view_key(parted) == _view_key(whole)

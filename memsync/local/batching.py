@@ -1,14 +1,17 @@
-"""The incoming lines of a large merge, split by id (issue 14).
+"""How a merge cuts its incoming lines into batches, each one plan (issue 14): in arrival
+order (`in_order`), or by id (`by_id`: partitions).
 
 A merge of many lines goes in batches, each planned against the destination as the batches
-before it left it. Batches cut in arrival order share ids, so each had to read the whole,
-growing destination again (a merge into an empty file: quadratic) and rule 14 re-appended
-winners that a later batch beat. Batches cut by id share none: a batch's ids have no line
-among those earlier batches appended, so its plan reads only the rest of the destination
-(`memsync.local.merge`'s `_OwnAppends`), and every version of an id is judged in one plan.
+before it left it, so that memory is that of one batch rather than of the sources.
 
-The lines go to anonymous temporary files (`compaction_parts.Spill`), each with its source
-and line number, so that bad lines and withheld records are reported where they are.
+In arrival order, batches of about `BATCH_LINES` lines share ids, so each has to read the
+whole, growing destination again (a merge into an empty file: quadratic), and rule 14
+re-appends winners that a later batch beats: fine for the lines of a sync pass, which are
+few. Past `PARTITION_BYTES`, the lines are split by id: batches cut by id share none, so a
+batch's ids have no line among those earlier batches appended, its plan need not read
+them (`memsync.local.destination`), and every version of an id is judged in one plan.
+The partitions go to anonymous temporary files (`Spill`), each line with its source and
+line number, so that bad lines and withheld records are reported where they are.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from memsync.core.lines import BadLine, classify
 from memsync.core.merge import Held, MergePlan, Withheld
@@ -25,31 +29,43 @@ from memsync.core.scan import line_digest, quick_id
 from memsync.local.compaction_parts import Spill
 
 __all__ = [
-    "MAX_PARTS",
-    "PART_BYTES",
-    "Partition",
-    "Parts",
-    "split_chunks",
+    "BATCH_LINES",
+    "MAX_PARTITIONS",
+    "PARTITION_BYTES",
+    "Batch",
+    "Partitions",
+    "by_counts",
+    "by_id",
+    "in_order",
     "superseding_appended",
 ]
 
-PART_BYTES = 16 * 1024 * 1024
-"""Sources larger than this together are merged in partitions of about this many bytes
-(a partition's lines, parsed, take a few times their size)."""
+BATCH_LINES = 50_000
+"""A merge of many new lines (a first sync) is planned and appended in batches of about
+this many incoming lines, so that its memory stays that of one batch (a parsed record per
+new line) rather than of the whole source."""
 
-MAX_PARTS = 256
+PARTITION_BYTES = 16 * 1024 * 1024
+"""Sources larger than this together are merged in partitions by id of about this many
+bytes (a partition's lines, parsed, take a few times their size)."""
+
+MAX_PARTITIONS = 256
 """At most this many partitions (each an open temporary file): past 4 GiB of sources,
 partitions grow instead."""
 
 
 @dataclass
-class Partition:
-    """One partition's lines: a chunk per source, numbered from 0 (what `merge_steps`
-    takes), and the line number in its source of each (`renumber` puts them back in the
-    plan's reports)."""
+class Batch:
+    """The lines one plan takes: chunks (source name, first line number, lines), what
+    `merge_steps` takes. A partition's chunks are numbered from 0, one per source, with
+    the line number in its source of each line in `numbers` (`renumber` puts those back
+    in the plan's reports)."""
 
     chunks: list[tuple[str, int, list[bytes]]]
-    numbers: dict[str, list[int]]
+    numbers: dict[str, list[int]] | None = None
+    by_id: bool = False
+    """A partition: no id of its lines has a line among those the batches before it
+    appended (they were cut by id)."""
 
     def __len__(self) -> int:
         return sum(len(lines) for _, _, lines in self.chunks)
@@ -62,6 +78,8 @@ class Partition:
         """Give the reports of `plan` (bad lines, held and withheld records) the line
         numbers of their sources."""
         at = self.numbers
+        if at is None:
+            return
         plan.bad = [BadLine(b.file, at[b.file][b.line], b.reason) for b in plan.bad]
         plan.held = [Held(h.source, at[h.source][h.line], h.record) for h in plan.held]
         plan.withheld = [
@@ -69,8 +87,8 @@ class Partition:
         ]
 
 
-class Parts:
-    """Incoming lines split by id into temporary files; close it when done."""
+class Partitions:
+    """Incoming lines split by id into temporary files (`by_id`); close it when done."""
 
     def __init__(self, folder: Path, count: int) -> None:
         self.known = 0
@@ -95,12 +113,18 @@ class Parts:
             self.names.append(source)
         self.spills[hash(rid) % len(self.spills)].add(b"%d %d " % (number, line_no) + raw)
 
-    def batches(self) -> Iterator[Partition]:
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def batches(self) -> Iterator[Batch]:
         """The partitions' lines, each temporary file closed once it is read. Partitions
-        go together until they hold about `PART_BYTES` (a partition by id is any set of
-        them): lines the destination lacks may be few, and each batch costs a read of
-        the destination (`memsync.local.merge`)."""
-        group = max(1, len(self.spills) * PART_BYTES // max(1, self.bytes))
+        go together until they hold about `PARTITION_BYTES` (a partition by id is any set
+        of them): lines the destination lacks may be few, and each batch costs a read of
+        the destination (`memsync.local.destination`)."""
+        group = max(1, len(self.spills) * PARTITION_BYTES // max(1, self.bytes))
         for start in range(0, len(self.spills), group):
             lines: dict[int, list[bytes]] = {}
             numbers: dict[int, list[int]] = {}
@@ -114,9 +138,10 @@ class Parts:
                         lines[key].append(raw)
                         numbers[key].append(int(line_no))
                 spill.close()
-            yield Partition(
+            yield Batch(
                 [(self.names[k], 0, v) for k, v in lines.items()],
                 {self.names[k]: v for k, v in numbers.items()},
+                by_id=True,
             )
 
     def close(self) -> None:
@@ -134,21 +159,21 @@ def superseding_appended(plan: MergePlan) -> list[bytes]:
     ]
 
 
-def split_chunks(
+def by_id(
     chunks: Iterable[tuple[str, int, list[bytes]]],
     folder: Path,
     total_bytes: int,
     known: Callable[[list[int]], Collection[int]],
-) -> Parts:
+) -> Partitions:
     """Split the lines (chunks: source name, first line number, lines; `total_bytes` of
     them) that the destination lacks by id into temporary files in `folder`, one per
-    `PART_BYTES` (at most `MAX_PARTS`); `known(digests)`
-    says which the destination holds (they are counted in `Parts.known`, not split: a
-    merge of two replicas that share most lines splits only the few they do not).
+    `PARTITION_BYTES` (at most `MAX_PARTITIONS`); `known(digests)` says which the
+    destination holds (they are counted in `Partitions.known`, not split: a merge of two
+    replicas that share most lines splits only the few they do not).
 
     A line with no id (blank, header, bad) goes with the id "": the merge reports it from
     there. Raises what reading `chunks` raises, and UnsupportedFormat (rule 2)."""
-    parts = Parts(folder, max(1, min(-(-total_bytes // PART_BYTES), MAX_PARTS)))
+    parts = Partitions(folder, max(1, min(-(-total_bytes // PARTITION_BYTES), MAX_PARTITIONS)))
     try:
         for name, first, lines in chunks:
             digests = list(map(line_digest, lines))
@@ -166,3 +191,34 @@ def split_chunks(
         parts.close()
         raise
     return parts
+
+
+def in_order(chunks: Iterable[tuple[str, int, list[bytes]]], limit: int | None) -> Iterator[Batch]:
+    """Group the lines of chunks into batches of at most `limit` lines (all of them in one
+    batch when `limit` is None), splitting a chunk where a batch fills up."""
+    if limit is None:
+        yield Batch(list(chunks))
+        return
+    batch: list[tuple[str, int, list[bytes]]] = []
+    room = limit
+    for name, first, lines in chunks:
+        start = 0
+        while start < len(lines):
+            part = lines[start : start + room]
+            batch.append((name, first + start, part))
+            start += len(part)
+            room -= len(part)
+            if room == 0:
+                yield Batch(batch)
+                batch, room = [], limit
+    if batch:
+        yield Batch(batch)
+
+
+def by_counts(name: str, lines: Iterator[bytes], counts: list[int]) -> Iterator[Batch]:
+    """Lines already in partitions by id (a handoff's chosen lines), cut into batches of
+    `counts[0]`, `counts[1]`, ... lines, as chunks of source `name` (line numbers
+    unknown: 0)."""
+    for count in counts:
+        if count:
+            yield Batch([(name, 0, list(itertools.islice(lines, count)))], by_id=True)
