@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,7 +48,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     end-to-end test (tests/e2e) and every test that starts a real sshd, SeaweedFS or
     daemons (its fixtures, or the `integration` mark); the rest carry their own mark."""
     e2e = Path(__file__).parent / "e2e"
+    off_linux = not sys.platform.startswith("linux")
     for item in items:
+        if off_linux and item.get_closest_marker("linux_only"):
+            item.add_marker(pytest.mark.skip(reason="needs Linux (/proc, RLIMIT_AS)"))
         names = set(getattr(item, "fixturenames", ()))
         servers = names & SERVER_FIXTURES or item.get_closest_marker("integration")
         if servers or e2e in Path(str(item.path)).parents:

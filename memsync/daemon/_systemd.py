@@ -27,7 +27,9 @@ def notify(state: str, env: Mapping[str, str] | None = None) -> bool:
         return False  # unset, or a form we do not speak (vsock:, from systemd 253)
     data = state.encode("utf-8")
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+        # Python makes sockets close-on-exec itself (PEP 446); socket.SOCK_CLOEXEC, which
+        # macOS does not have, would add nothing (issue 23).
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
             return sock.sendto(data, address) == len(data)
     except OSError:
         return False

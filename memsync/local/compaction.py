@@ -74,7 +74,7 @@ from memsync.local.lock import held, lock_path
 from memsync.local.progress import Progress
 from memsync.local.quiet import check_quiet, wait_for_writers
 from memsync.local.reading import no_gc
-from memsync.local.storage import fsync_dir, read_chunks_fd, write_all
+from memsync.local.storage import fsync_dir, full_fsync, read_chunks_fd, write_all
 
 __all__ = [
     "ALL",
@@ -357,7 +357,7 @@ class _Work:
                     written += len(block)
                     if self.progress is not None:
                         self.progress("compact: writing", 0, written, self.size)
-                os.fsync(fd)
+                full_fsync(fd)
             except OSError as exc:  # a write names no file: "[Errno 28] ..." alone said nothing
                 raise OSError(
                     exc.errno,

@@ -23,7 +23,7 @@ from memsync.core.timestamps import format_ts
 from memsync.errors import NotQuiet
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import held, lock_path
-from memsync.local.storage import CHUNK_BYTES, append_bytes
+from memsync.local.storage import CHUNK_BYTES, append_bytes, full_fsync
 from memsync.local.writers import Writer, find_writers, who
 
 __all__ = [
@@ -175,7 +175,7 @@ def write_rejected(path: Path, bad: list[Rejected], now: int) -> None:
     append_bytes(side, b"".join(parts), header=header_line(now))
     fd = os.open(side, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        os.fsync(fd)
+        full_fsync(fd)
     finally:
         os.close(fd)
 

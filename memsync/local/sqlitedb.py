@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from memsync.local.netfs import on_network_fs
 from memsync.local.storage import private_dirs
 
 __all__ = ["connect", "state_db_error"]
@@ -64,7 +65,8 @@ def connect(
     db_path: Path, *, timeout: float = 5.0, check_same_thread: bool = True
 ) -> sqlite3.Connection:
     """Open (or create) the database `db_path`: its folder 0700, the file 0600 before the
-    write-ahead log exists (SQLite gives the log the same mode), WAL mode, autocommit
+    write-ahead log exists (SQLite gives the log the same mode), WAL mode (a rollback
+    journal on a network filesystem, where WAL's shared memory cannot work), autocommit
     (`isolation_level=None`: the callers say BEGIN and COMMIT themselves). `timeout` is
     how long a statement waits for another process's lock (SQLite's busy timeout).
 
@@ -85,8 +87,12 @@ def connect(
     assert isinstance(db, _Connection)
     db.db_path = str(db_path)
     os.chmod(db_path, 0o600)
-    _write_ahead(db)
-    db.execute("PRAGMA synchronous=NORMAL")
+    if on_network_fs(db_path.parent):  # a home or state dir on NFS/SMB (issue 23)
+        db.execute("PRAGMA journal_mode=DELETE")
+        db.execute("PRAGMA synchronous=FULL")
+    else:
+        _write_ahead(db)
+        db.execute("PRAGMA synchronous=NORMAL")
     return db
 
 

@@ -179,7 +179,16 @@ def _current_user() -> str:
 
 def session_pids(server: SshdServer) -> list[int]:
     """The per-connection sshd processes: direct children of the listener."""
-    pid = server.process.pid
+    return _children(server.process.pid)
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of `pid`: from /proc on Linux, else from `pgrep -P` (macOS)."""
+    if not Path("/proc/self/task").is_dir():
+        done = subprocess.run(
+            ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False, timeout=10
+        )
+        return [int(p) for p in done.stdout.split()]
     children: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
         children += [int(p) for p in task.read_text().split()]
@@ -188,9 +197,8 @@ def session_pids(server: SshdServer) -> list[int]:
 
 def _descendants(pid: int) -> list[int]:
     found = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        for child in map(int, task.read_text().split()):
-            found += [child, *_descendants(child)]
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
     return found
 
 

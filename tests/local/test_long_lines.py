@@ -46,9 +46,14 @@ try:
     rc = main(sys.argv[2:])
 finally:
     # VmHWM: this process's peak resident memory since its exec. (wait4's ru_maxrss would
-    # start from the parent's size at the fork: the whole pytest process.)
-    with open("/proc/self/status") as status:
-        peak = next(line for line in status if line.startswith("VmHWM:")).split()[1]
+    # start from the parent's size at the fork: the whole pytest process.) Without /proc
+    # (macOS), this process's own ru_maxrss, in bytes there: a fresh process image's.
+    try:
+        with open("/proc/self/status") as status:
+            peak = next(line for line in status if line.startswith("VmHWM:")).split()[1]
+    except FileNotFoundError:
+        import resource
+        peak = str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
     with open(sys.argv[1], "w") as out:
         out.write(peak)
 sys.exit(rc)

@@ -75,6 +75,7 @@ def test_our_own_handle_is_not_a_writer(tmp_path: Path) -> None:
                 assert detector.writers(st.st_dev, st.st_ino) == [], detector.name
 
 
+@pytest.mark.linux_only
 def test_proc_is_looked_up_at_each_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Monkeypatching `procfs.PROC` changes what the detector reads (it used to be bound
     at definition and did nothing)."""

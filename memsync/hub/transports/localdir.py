@@ -23,7 +23,7 @@ from memsync.hub.transports.base import (
     temp_name,
     validate_name,
 )
-from memsync.local.storage import write_all
+from memsync.local.storage import full_fsync, write_all
 
 if TYPE_CHECKING:
     from memsync.hub.transports.base import Transport
@@ -89,7 +89,7 @@ class LocalDirTransport:
         with suppress(FileExistsError):  # made meanwhile by another of our processes
             os.mkdir(folder, 0o700, dir_fd=root_fd)
         fd = os.open(folder, _DIR_FLAGS, dir_fd=root_fd)
-        os.fsync(root_fd)
+        full_fsync(root_fd)
         return fd
 
     def _open(self, dir_fd: int, folder: str, name: str, flags: int, mode: int = 0o600) -> int:
@@ -185,7 +185,7 @@ class LocalDirTransport:
                         written = os.pwrite(fd, view, offset)
                         view = view[written:]
                         offset += written
-                    os.fsync(fd)
+                    full_fsync(fd)
                 except OSError:
                     # A full disk or a quota: take the partial write back, so that no torn
                     # line stays in the hub (issue 13, item 14); the error names the file.
@@ -197,7 +197,7 @@ class LocalDirTransport:
             finally:
                 os.close(fd)
             if created:
-                os.fsync(dir_fd)
+                full_fsync(dir_fd)
             return size
 
     def truncate(self, folder: str, name: str, size: int) -> None:
@@ -211,7 +211,7 @@ class LocalDirTransport:
             fd = self._open(dir_fd, folder, name, os.O_WRONLY)
             try:
                 os.ftruncate(fd, size)
-                os.fsync(fd)
+                full_fsync(fd)
             finally:
                 os.close(fd)
 
@@ -230,7 +230,7 @@ class LocalDirTransport:
             try:
                 try:
                     write_all(fd, data)
-                    os.fsync(fd)
+                    full_fsync(fd)
                 finally:
                     os.close(fd)
                 os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -238,7 +238,7 @@ class LocalDirTransport:
                 with suppress(OSError):  # best effort: the first error is the one to report
                     os.unlink(tmp, dir_fd=dir_fd)
                 raise
-            os.fsync(dir_fd)
+            full_fsync(dir_fd)
 
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own descriptors."""
