@@ -823,3 +823,37 @@ def test_a_state_index_that_cannot_be_opened_is_a_pass_error_not_a_traceback(
     assert report.error is not None
     assert str(broken) in report.error
     assert "\n" not in report.error
+
+
+@pytest.mark.parametrize("cut", ["mid-line", "just before its newline"])
+def test_a_lost_state_directory_with_a_torn_last_line_in_our_hub_file(
+    tmp_path: Path, hub: Path, cut: str
+) -> None:
+    """Issue 24, item 19: a write cut short left a torn last line in our hub file, then
+    the state directory was lost. The pass adopts the file up to its last complete line
+    only, cuts the torn bytes off and pushes that record again whole: every line of the
+    hub file a valid record, each once, and the peer gets them all with no bad line."""
+    a = make_replica(tmp_path, "a", str(hub))
+    b = make_replica(tmp_path, "b", str(hub))
+    mem = a.memory()
+    for i in range(3):
+        mem.add("fact", f"Pushed whole, number {i}.")
+    a.sync()
+    late = mem.add("fact", "Its push was cut short.")
+    [line] = [raw for raw in record_lines(a.path) if late.id.encode() in raw]
+    torn = line[: len(line) // 2] if cut == "mid-line" else line
+    own = hub_file(hub, a)
+    with own.open("ab") as f:
+        f.write(torn)
+    a.forget_state()
+
+    (report,) = a.sync()
+    assert report["error"] is None, report["error"]
+    data = own.read_bytes()
+    assert data.endswith(b"\n")
+    records, bad = classified(own)
+    assert bad == []
+    assert sorted(records) == sorted(set(records)) == sorted(record_lines(a.path))
+    (report,) = b.sync()
+    assert report["bad"] == []
+    assert_converged([a, b])
