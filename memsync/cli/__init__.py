@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memsync import __version__
-from memsync.cli import _agents, _git, _keys
+from memsync.cli import _agents, _bridges, _git, _keys
 from memsync.cli._common import (
     EXIT_ERROR,
     EXIT_NOT_QUIET,
@@ -220,6 +220,7 @@ _EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[Parser]], None]] = [
     _agents.register,  # mcp, recall, export, import
     _keys.register,  # key new | show | import | rotate (issue 12)
     _git.register,  # git setup, merge-driver (issue 22)
+    _bridges.register,  # bridge add | list | remove | sync (issue 22)
 ]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from memsync.config._messages import config_error
+from memsync.config.bridges import BridgeConfig
 from memsync.config.model import CompactionConfig, Config, DaemonConfig, MemoryConfig, RemoteConfig
 from memsync.errors import ConfigError
 from memsync.hub.keys import KEY_FILE_NAME
@@ -79,6 +80,7 @@ def _known_keys(table_loc: tuple[str | int, ...]) -> list[str]:
         ("remote",): RemoteConfig,
         ("compaction",): CompactionConfig,
         ("daemon",): DaemonConfig,
+        ("bridge",): BridgeConfig,
     }
     model = tables.get(tuple(str(part) for part in table_loc if isinstance(part, str)))
     return sorted(model.model_fields) if model is not None else []

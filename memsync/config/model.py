@@ -28,6 +28,7 @@ from pydantic import (
 
 from memsync.config._messages import KeyedValueError as _KeyedValueError
 from memsync.config._messages import describe
+from memsync.config.bridges import BridgeConfig
 from memsync.core.compaction import (
     DEFAULT_HORIZON_DAYS,
     DEFAULT_MAX_POSTPONE_SECONDS,
@@ -344,6 +345,8 @@ class Config(_Model):
     """The `[compaction]` table."""
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     """The `[daemon]` table."""
+    bridge: Annotated[tuple[BridgeConfig, ...], BeforeValidator(_as_tuple)] = ()
+    """The `[[bridge]]` tables: files agents read, kept in step with a memory (issue 22)."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
@@ -361,7 +364,28 @@ class Config(_Model):
                         f"no [[remote]] is named {_shown(name)} ({hint})",
                     )
         self._check_hubs_apart_from_memories()
+        self._check_bridges()
         return self
+
+    def _check_bridges(self) -> None:
+        """Each bridge names a memory of this config, and bridges a file of its own that
+        is no memory file."""
+        names = [m.name for m in self.memory]
+        memories = {_real(m.path) for m in self.memory}
+        _check_unique("bridge", [_real(b.path) for b in self.bridge], "path")
+        for index, bridge in enumerate(self.bridge):
+            if bridge.memory not in names:
+                close = difflib.get_close_matches(bridge.memory, names, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else _listing(names)
+                raise _KeyedValueError(
+                    ("bridge", index, "memory"),
+                    f"no [[memory]] is named {_shown(bridge.memory)} ({hint})",
+                )
+            if _real(bridge.path) in memories:
+                raise _KeyedValueError(
+                    ("bridge", index, "path"),
+                    f"{str(bridge.path)!r} is a memory file; bridge a Markdown file",
+                )
 
     def _check_hubs_apart_from_memories(self) -> None:
         """Refuse a folder hub that is a memory file or holds one (issue 13, item 18): the

@@ -22,6 +22,7 @@ from memsync.config import (
     load_config,
     parse_remote_url,
 )
+from memsync.config.bridges import BridgeConfig
 from memsync.errors import ConfigError
 from tests.helpers.paths import ROOT
 
@@ -93,14 +94,21 @@ def test_example_loads_with_expected_values() -> None:
     assert config.daemon == DaemonConfig(debounce_ms=200, log_level="info", reconcile_seconds=300)
     assert [r.name for r in config.memory_remotes(me)] == ["nas", "vm"]
     assert [r.name for r in config.memory_remotes("work")] == ["nas", "vm", "team"]
+    [bridge] = config.bridge  # issue 22
+    assert (bridge.memory, bridge.path, bridge.format) == (
+        "me",
+        HOME / ".codex/AGENTS.md",
+        "agents-md",
+    )
+    assert (bridge.scope, bridge.min_confidence, bridge.budget) == ("project:web", 0.5, "150 lines")
 
 
 def test_example_documents_every_key() -> None:
     """Each key of each model appears in the example as `key = `."""
     text = EXAMPLE.read_text(encoding="utf-8")
-    for model in (Config, MemoryConfig, RemoteConfig, CompactionConfig, DaemonConfig):
+    for model in (Config, MemoryConfig, RemoteConfig, CompactionConfig, DaemonConfig, BridgeConfig):
         for key in model.model_fields:
-            if key in ("memory", "remote"):
+            if key in ("memory", "remote", "bridge"):
                 assert f"[[{key}]]" in text
             elif key in ("compaction", "daemon"):
                 assert f"[{key}]" in text
