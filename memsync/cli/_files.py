@@ -20,13 +20,13 @@ from memsync.cli._common import (
     report_bad,
 )
 from memsync.core.digest import view_digest
-from memsync.core.records import Record
+from memsync.core.records import Described, Record
 from memsync.core.render import json_text, token, visible
 from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
 from memsync.errors import UsageError
 from memsync.local.located import check_files, located_view
-from memsync.local.reading import no_gc, prompt_of
+from memsync.local.reading import no_gc, prompt_of, prompt_of_described
 from memsync.local.targets import require_memory_target, same_file
 
 # What the agents' everyday commands (show, prompt, check) do not need is
@@ -61,6 +61,14 @@ def _show(args: argparse.Namespace) -> int:
     # reads every line: the export that owes nothing to the state directory.
     store = None if args.json and keep is None and not args.digest else _view_store()
     with located_view(existing(args.files), args.now, store) as view:
+        if keep is not None and view.resumed:
+            # The persistent view knows each entry's kind and scope: only the lines of
+            # those the filter keeps are read (issue 20); the others are tested below.
+            view.records = [
+                r
+                for r in view.records
+                if type(r) is not Described or keep({"kind": r.kind, "scope": r.scope})
+            ]
         if args.digest:
             print(view_digest(_selected(view.lines(), keep)))
             report_bad(view.scan.bad, view.scan.headerless)
@@ -137,7 +145,12 @@ def _prompt(args: argparse.Namespace) -> int:
             return EXIT_OK
         args.files = [path]
     with located_view(existing(args.files), args.now, _view_store()) as view:
-        text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
+        if args.max_chars is None or not view.resumed:
+            text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
+        else:  # only the lines the block holds are read (issue 20)
+            text = prompt_of_described(
+                view.records, args.scope, args.max_chars, view.line, view.length
+            )
     sys.stdout.write(text)
     report_bad(view.scan.bad, view.scan.headerless)
     return EXIT_OK

@@ -13,7 +13,15 @@ import msgspec
 
 from memsync.core.timestamps import canonical_ts, parse_ts
 
-__all__ = ["KINDS", "Located", "Record", "canonical", "canonical_line", "canonical_object"]
+__all__ = [
+    "KINDS",
+    "Described",
+    "Located",
+    "Record",
+    "canonical",
+    "canonical_line",
+    "canonical_object",
+]
 
 KINDS = ("preference", "lesson", "fact", "source", "avoid")
 """The entry kinds of rule 3, in the fixed order `to_prompt` groups them."""
@@ -64,6 +72,16 @@ class Located(Record, frozen=True, gc=False):
     """
 
     at: int
+
+
+class Described(Located, frozen=True, gc=False):
+    """A `Located` entry that also holds what the prompt and `show`'s filters select by
+    (its kind, scope and confidence, rule 3): the persistent view's records (issue 20),
+    so that a selection reads only the lines it keeps."""
+
+    kind: str
+    scope: str
+    confidence: float
 
 
 def canonical_object(obj: dict[str, Any]) -> bytes:

@@ -69,6 +69,9 @@ class LocatedView:
     scan: ScanResult
     paths: list[Path]
     _fds: list[int] = field(repr=False)
+    resumed: bool = False
+    """Whether the first pass started from a persistent view: then all but the records
+    folded since it was written are `Described` (issue 20)."""
 
     def lines(self) -> Iterator[bytes]:
         """The line of each of `records`, in order, as written (without its "\\n").
@@ -92,6 +95,11 @@ class LocatedView:
         if count:
             yield from self._run(start, expect, count)
 
+    def lines_of(self, records: list[Located]) -> Iterator[bytes]:
+        """The lines of `records` (any of this view's files), in the order given: adjacent
+        ones read with one `pread`, as `lines()` reads the view's."""
+        return LocatedView(records, self.scan, self.paths, self._fds, self.resumed).lines()
+
     def _run(self, start: int, end: int, count: int) -> list[bytes]:
         """The `count` adjacent lines of one file from `start` to `end`, both given as
         `(file number << _OFFSET_BITS) | offset`."""
@@ -111,6 +119,10 @@ class LocatedView:
         file_no, offset, length = _unpack(rec.at)
         with errors_named(self.paths[file_no]):
             return os.pread(self._fds[file_no], length, offset)
+
+    def length(self, rec: Record) -> int:
+        """The length of a `Located` record's line (without its "\\n"), read from `at`."""
+        return rec.at & _LENGTH_MASK if isinstance(rec, Located) else len(rec.raw)
 
     def close(self) -> None:
         """Close the files (idempotent)."""
@@ -226,7 +238,7 @@ def _stored_pass(view: LocatedView, store: ViewStore) -> None:
     with errors_named(path), no_gc():
         if resumed is not None:
             resumed.scan.index.line = view.line
-            view.scan = resumed.scan
+            view.scan, view.resumed = resumed.scan, True
             offset, line, held = resumed.offset, resumed.line, resumed.held
             for chunk in read_chunks_fd(fd, offset, line, chunk_bytes=_CHUNK_BYTES):
                 _fold(view.scan, chunk, name, 0, None)
@@ -254,7 +266,7 @@ def _stored_pass(view: LocatedView, store: ViewStore) -> None:
             else:
                 fold_in_halves(view.scan, view._fds, *cut, fold)
             line = 1 + count_lines(fd, offset) if offset >= store.min_bytes else 0
-        store.save(path, fd, view.scan, offset, line, held)
+        store.save(path, fd, view.scan, offset, line, held, view.lines_of)
 
 
 def last_line_end(fd: int, size: int) -> int:

@@ -22,7 +22,7 @@ from memsync.core.prompt import (
     scope_matches,
     too_long_for,
 )
-from memsync.core.records import Record
+from memsync.core.records import Described, Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
 from memsync.errors import UnsupportedFormat
@@ -42,6 +42,7 @@ __all__ = [
     "is_header",
     "no_gc",
     "prompt_of",
+    "prompt_of_described",
     "scan",
     "view_of",
 ]
@@ -282,6 +283,49 @@ def prompt_of(
         elif rank > best[0][0]:
             heapq.heapreplace(best, (rank, raw, rec))
     entries = [_prompt_entry(rec, raw) for _, raw, rec in best] + too_long
+    more = matching - len(entries)
+    return render_prompt(entries, scope, max_chars, more=more, markdown=markdown)
+
+
+def prompt_of_described(
+    records: Sequence[Record],
+    scope: str | None,
+    max_chars: int,
+    line: Callable[[Record], bytes],
+    length: Callable[[Record], int],
+    *,
+    markdown: bool = False,
+) -> str:
+    """`prompt_of(records, scope, max_chars, ...)` for records whose lines are not held,
+    reading only the lines it needs: none for a `Described` record (the persistent view's,
+    issue 20) the budget leaves out, one for any other. `line(rec)` reads a record's line,
+    `length(rec)` is its length without reading it. The same block as `prompt_of`."""
+    limit = kept_at_most(max_chars)
+    best: list[tuple[tuple[float, bool, int, str], Record]] = []
+    too_long: list[PromptEntry] = []
+    matching = 0
+    for rec in records:
+        if rec.deleted:
+            continue
+        if type(rec) is Described:
+            rec_scope, confidence = rec.scope, rec.confidence
+        else:
+            f = _decode_prompt_rank(line(rec))
+            rec_scope, confidence = f.scope, f.confidence
+        if not scope_matches(rec_scope, scope):
+            continue
+        matching += 1
+        if 2 * length(rec) + 256 > max_chars:  # as `prompt_of`: perhaps too long for any block
+            entry = _prompt_entry(rec, line(rec))
+            if too_long_for(entry, max_chars, markdown=markdown):
+                too_long.append(entry)
+                continue
+        rank = drop_rank(confidence, rec.user, rec.ts, rec.id)  # unique: one record an id
+        if len(best) < limit:
+            heapq.heappush(best, (rank, rec))
+        elif rank > best[0][0]:
+            heapq.heapreplace(best, (rank, rec))
+    entries = [_prompt_entry(rec, line(rec)) for _, rec in best] + too_long
     more = matching - len(entries)
     return render_prompt(entries, scope, max_chars, more=more, markdown=markdown)
 

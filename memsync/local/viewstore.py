@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import cast
 
@@ -46,7 +48,7 @@ import xxhash
 
 from memsync import __version__
 from memsync.core.lines import BadLine
-from memsync.core.records import Located, Record
+from memsync.core.records import Described, Located, Record
 from memsync.core.view import Index
 from memsync.local.reading import ScanResult
 from memsync.local.statedir import StateDir
@@ -54,7 +56,7 @@ from memsync.local.storage import FILE_MODE, private_dirs, write_all
 
 __all__ = ["FORMAT", "MIN_BYTES", "SAVE_AFTER_BYTES", "Resumed", "ViewStore"]
 
-FORMAT = f"memsync-view/1 {__version__}"
+FORMAT = f"memsync-view/2 {__version__}"
 """The store's format and the version of memsync that wrote it: any other is rebuilt."""
 
 MIN_BYTES = 256 * 1024
@@ -74,12 +76,27 @@ _SAMPLE = 4096
 
 
 class _Slot(msgspec.Struct, array_like=True, gc=False):
-    """One of the index's per-id tables (tombstones, user or inferred versions), columns."""
+    """One of the index's per-id tables (tombstones, user or inferred versions), columns;
+    `kind`, `scope` and `confidence` for versions, empty for tombstones."""
 
     ids: list[str]
     ts: list[int]
     at: list[int]
     expires: list[int | None]
+    kind: list[str]
+    scope: list[str]
+    confidence: list[float]
+
+
+class _Meta(msgspec.Struct, gc=False):
+    """What selections need of an entry line (a valid entry has them typed, rule 3)."""
+
+    kind: str
+    scope: str = "global"
+    confidence: float = 1.0
+
+
+_decode_meta = msgspec.json.Decoder(_Meta).decode
 
 
 class _Stored(msgspec.Struct, array_like=True, gc=False):
@@ -101,6 +118,7 @@ class _Stored(msgspec.Struct, array_like=True, gc=False):
     sup_bits: list[int]
 
 
+_AT = attrgetter("at")
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(_Stored).decode
 
@@ -146,12 +164,21 @@ class ViewStore:
         return Resumed(_scan_of(stored, name), stored.size, stored.line, stored.size)
 
     def save(
-        self, path: Path, fd: int, scan: ScanResult, offset: int, line: int, held: int
+        self,
+        path: Path,
+        fd: int,
+        scan: ScanResult,
+        offset: int,
+        line: int,
+        held: int,
+        lines: Callable[[list[Located]], Iterable[bytes]],
     ) -> None:
         """Write the fold `scan` of the file's first `offset` bytes as its store, when the
         file is large enough and the store now held (`held` bytes) is far enough behind.
-        Errors are swallowed (the store is only time): a full disk leaves the old store or
-        none, and the next command folds more."""
+        `lines(records)` reads the lines of `Located` records (in the order given): the
+        versions folded since the store was read are read again for their kind, scope and
+        confidence. Errors are swallowed (the store is only time): a full disk leaves the
+        old store or none, and the next command folds more."""
         if offset < self.min_bytes:
             return
         if held and offset - held < max(self.save_after, 1):
@@ -171,15 +198,15 @@ class ViewStore:
                 bool(scan.headerless),
                 scan.index.records,
                 [(b.line, b.reason) for b in scan.bad],
-                _slot(scan.index.tombs),
-                _slot(scan.index.user),
-                _slot(scan.index.inferred),
+                _slot(scan.index.tombs, None),
+                _slot(scan.index.user, lines),
+                _slot(scan.index.inferred, lines),
                 list(scan.index.superseded),
                 list(scan.index.superseded.values()),
             )
             _write(self.state.prepared(self.state.view_store(path)), _pack(stored))
-        except (OSError, OverflowError):
-            return
+        except (OSError, OverflowError, msgspec.DecodeError, msgspec.ValidationError):
+            return  # the store is only time; a line changed under us is the next fold's
 
 
 def _pack(stored: _Stored) -> bytes:
@@ -224,28 +251,55 @@ def _digest(fd: int, size: int) -> bytes:
     return h.digest()
 
 
-def _slot(table: dict[str, Record]) -> _Slot:
+def _slot(
+    table: dict[str, Record], lines: Callable[[list[Located]], Iterable[bytes]] | None
+) -> _Slot:
+    """A table as columns; with `lines`, a table of versions, with their kind, scope and
+    confidence (read from their lines for those not `Described` yet)."""
     # A located pass folds only `Located` records (their `at` is where the line is).
     recs = cast(list[Located], list(table.values()))
-    return _Slot(
+    slot = _Slot(
         list(table),
         [r.ts for r in recs],
         [r.at for r in recs],
         [r.expires for r in recs],
+        [],
+        [],
+        [],
     )
+    if lines is None:
+        return slot
+    metas: dict[int, _Meta] = {}
+    bare = sorted((r for r in recs if type(r) is not Described), key=_AT)
+    for rec, raw in zip(bare, lines(bare), strict=True):
+        metas[rec.at] = _decode_meta(raw)
+    for r in recs:
+        if type(r) is Described:
+            slot.kind.append(r.kind)
+            slot.scope.append(r.scope)
+            slot.confidence.append(r.confidence)
+        else:
+            m = metas[r.at]
+            slot.kind.append(m.kind)
+            slot.scope.append(m.scope)
+            slot.confidence.append(m.confidence)
+    return slot
 
 
 def _scan_of(stored: _Stored, name: str) -> ScanResult:
     """The `ScanResult` the store holds, its records as `Located` ones of file 0."""
     index = Index()
     index.records = stored.records
-    for table, slot, deleted, user in (
-        (index.tombs, stored.tombs, True, False),
-        (index.user, stored.user, False, True),
-        (index.inferred, stored.inferred, False, False),
+    tombs = stored.tombs
+    for rid, ts, at, exp in zip(tombs.ids, tombs.ts, tombs.at, tombs.expires, strict=True):
+        index.tombs[rid] = Located(b"", rid, ts, True, False, None, exp, at)
+    for table, slot, user in (
+        (index.user, stored.user, True),
+        (index.inferred, stored.inferred, False),
     ):
-        for rid, ts, at, exp in zip(slot.ids, slot.ts, slot.at, slot.expires, strict=True):
-            table[rid] = Located(b"", rid, ts, deleted, user, None, exp, at)
+        columns = (slot.ids, slot.ts, slot.at, slot.expires, slot.kind, slot.scope, slot.confidence)
+        for rid, ts, at, exp, kind, scope, conf in zip(*columns, strict=True):
+            table[rid] = Described(b"", rid, ts, False, user, None, exp, at, kind, scope, conf)
     index.superseded = dict(zip(stored.sup_ids, stored.sup_bits, strict=True))
     scan = ScanResult(index)
     scan.bad = [BadLine(name, n, reason) for n, reason in stored.bad]
