@@ -350,9 +350,9 @@ class Config(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Config:
-        _check_unique("memory", [m.name for m in self.memory], "name")
+        _check_unique_names("memory", [m.name for m in self.memory])
         _check_unique("memory", [_real(m.path) for m in self.memory], "path")
-        _check_unique("remote", [r.name for r in self.remote], "name")
+        _check_unique_names("remote", [r.name for r in self.remote])
         defined = [r.name for r in self.remote]
         for index, memory in enumerate(self.memory):
             for position, name in enumerate(memory.remotes or ()):
@@ -462,6 +462,24 @@ def _check_unique(table: str, values: list[Any], key: str) -> None:
                 " be unique",
             )
         first_seen[value] = index
+
+
+def _check_unique_names(table: str, names: list[str]) -> None:
+    """Names unique even casefolded (issue 23, item 2): `Me` and `me` are one state file
+    and one hub folder on a case-insensitive file system (macOS, SMB, exFAT)."""
+    _check_unique(table, names, "name")
+    first_seen: dict[str, int] = {}
+    for index, name in enumerate(names):
+        folded = name.casefold()
+        if folded in first_seen:
+            other = names[first_seen[folded]]
+            raise _KeyedValueError(
+                (table, index, "name"),
+                f"{name!r} differs from {other!r} ({table}[{first_seen[folded]}]) only in "
+                "case: one file on a case-insensitive file system (macOS, SMB, exFAT); "
+                "names must differ in more than case",
+            )
+        first_seen[folded] = index
 
 
 def _listing(names: list[str]) -> str:

@@ -100,6 +100,7 @@ class _Pass(PushPass):
         if self.state.own_size is None:
             self.hub.clear()  # no record of what the hub holds: learn it again
         files = [f for f in files if _replica_of(f.name) is not None]  # no hidden files
+        self._refuse_case_twins(files)
         for f in files:
             if f.name.endswith(WATERMARK_SUFFIX) and f.name != self.replica + WATERMARK_SUFFIX:
                 self._readmarks_of(f)
@@ -132,6 +133,22 @@ class _Pass(PushPass):
             name: None if (m := self.state.marks.get(name)) is None else m.get("updated_at")
             for name in sorted(known - {self.replica})
         }
+
+    def _refuse_case_twins(self, files: list[RemoteFile]) -> None:
+        """Refuse a hub holding a file of a replica whose id differs from ours only in
+        case (issue 23, item 2): on a case-insensitive file system (macOS's APFS, an SMB
+        share, an exFAT stick) `Laptop.jsonl` and `laptop.jsonl` are one file, which two
+        machines would then write, one adopting the other's records as its own."""
+        own = self.replica.casefold()
+        for f in files:
+            other = _replica_of(f.name)
+            if other is not None and other != self.replica and other.casefold() == own:
+                raise TransportError(
+                    f"{self.where(f.name)}: replica {other!r} differs from this machine's id "
+                    f"{self.replica!r} only in case, and on a case-insensitive file system "
+                    "(macOS, SMB, exFAT) they are one file; give one machine another "
+                    "replica id (replica = ... in its config)"
+                )
 
     def _pull_file(self, f: RemoteFile) -> None:
         """Read one hub file from where it was read last, and queue its new lines for the
