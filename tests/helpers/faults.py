@@ -9,7 +9,7 @@ from collections.abc import Callable
 from memsync.errors import TransportError
 from memsync.hub.transports import RemoteFile, Transport
 
-__all__ = ["AckLost", "BeforeFirstWrite", "KilledAfterReplace"]
+__all__ = ["AckLost", "BeforeFirstWrite", "CountingReads", "KilledAfterReplace"]
 
 
 class AckLost:
@@ -103,6 +103,41 @@ class KilledAfterReplace:
         self.inner.replace(folder, name, data)
         if name == self.name:
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class CountingReads:
+    """A `Transport` passing every call to `inner` (its optional capabilities too), that
+    records each `read`: the file, the offset and how many bytes came back."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.reads: list[tuple[str, int, int]] = []
+
+    def __getattr__(self, attr: str) -> object:
+        return getattr(self.inner, attr)
+
+    def bytes_read(self, name: str) -> int:
+        return sum(n for file, _, n in self.reads if file == name)
+
+    def list_files(self, folder: str) -> list[RemoteFile]:
+        return self.inner.list_files(folder)
+
+    def size(self, folder: str, name: str) -> int | None:
+        return self.inner.size(folder, name)
+
+    def read(self, folder: str, name: str, offset: int, limit: int) -> bytes:
+        data = self.inner.read(folder, name, offset, limit)
+        self.reads.append((name, offset, len(data)))
+        return data
+
+    def write_at(self, folder: str, name: str, offset: int, data: bytes) -> int:
+        return self.inner.write_at(folder, name, offset, data)
+
+    def replace(self, folder: str, name: str, data: bytes) -> None:
+        self.inner.replace(folder, name, data)
 
     def close(self) -> None:
         self.inner.close()
