@@ -1,4 +1,5 @@
-"""The daemon's file watcher: watchfiles over folders, reporting changed `.jsonl` files.
+"""The daemon's file watcher: watchfiles over folders, reporting changed `.jsonl` files,
+and how an event's path is matched to a configured one (`same_path`).
 
 watchfiles is imported only when the watcher starts, so that `import memsync` stays light.
 """
@@ -6,9 +7,13 @@ watchfiles is imported only when the watcher starts, so that `import memsync` st
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+
+__all__ = ["canonical", "same_path", "watch_jsonl"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,3 +61,28 @@ def watch_jsonl(
     finally:
         if ready is not None:
             ready.set()  # a watcher that never started holds up no first pass
+
+
+def canonical(path: Path) -> str:
+    """`path` as a watcher may report it, in one spelling: symbolic links resolved (macOS's
+    FSEvents reports `/private/var/...` for `/var/...`), Unicode NFC (HFS+ stores names
+    NFD) and casefolded (APFS and HFS+ match names case-insensitively)."""
+    try:
+        real = os.path.realpath(path)
+    except OSError:
+        real = os.path.abspath(path)
+    return unicodedata.normalize("NFC", real).casefold()
+
+
+def same_path(event: Path, configured: Path) -> bool:
+    """Whether a watcher's `event` path names the `configured` file or folder (issue 23,
+    item 3): the same canonical spelling, or the same device and inode. A false match
+    costs one extra pass; a missed one left a local write waiting for the reconcile pass
+    (300 s)."""
+    if event == configured or canonical(event) == canonical(configured):
+        return True
+    try:
+        a, b = os.stat(event), os.stat(configured)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)

@@ -34,7 +34,7 @@ from memsync.config import Config, RemoteConfig, cron_trigger, load_config
 from memsync.config.wiring import codec_for, open_remote, state_of
 from memsync.core.timestamps import SECOND
 from memsync.daemon import _systemd
-from memsync.daemon._watch import watch_jsonl
+from memsync.daemon._watch import same_path, watch_jsonl
 from memsync.daemon._worker import Worker
 from memsync.daemon.status import (
     DaemonStatus,
@@ -541,14 +541,15 @@ class Daemon:
     def _on_changes(self, changed: set[Path]) -> None:
         for mem in self.config.memory:
             remotes = [rc.name for rc in self.config.memory_remotes(mem)]
-            if mem.path in changed:
+            # Matched by canonical path or inode, not by equality (issue 23, item 3).
+            if any(same_path(p, mem.path) for p in changed):
                 self.request(mem.name, "")
                 for name in remotes:
                     self.request(mem.name, name)
             for rc in self.config.memory_remotes(mem):
                 url = rc.parsed_url
                 if url.scheme == "file" and any(
-                    p.parent == Path(url.path) / mem.name for p in changed
+                    same_path(p.parent, Path(url.path) / mem.name) for p in changed
                 ):
                     self.request(mem.name, rc.name)
 
