@@ -62,12 +62,16 @@ def _machine(config: Config) -> str:
 
 def sync_one(config: Config, bridge: BridgeConfig, machine: str) -> BridgeResult:
     """Sync one configured bridge with its memory."""
-    from memsync.local.bridges import BLOCK_FORMATS, BridgeResult, sync_bridge
+    from memsync.local.bridges import sync_bridge
 
     memory = config.memory_named(bridge.memory)
     assert memory is not None  # the config checked it
-    if bridge.format not in BLOCK_FORMATS:
-        return BridgeResult(str(bridge.path), refused=f"{bridge.format}: not supported yet")
+    if bridge.format == "claude-auto-memory":
+        from memsync.local.claude_bridge import sync_claude_bridge
+
+        return sync_claude_bridge(
+            memory.path, bridge.bridge(), machine=machine, state_dir=config.state_dir
+        )
     return sync_bridge(memory.path, bridge.bridge(), machine=machine, state_dir=config.state_dir)
 
 
@@ -229,6 +233,12 @@ def cmd_bridge_remove(args: argparse.Namespace) -> int:
         raise UsageError(f"bridge remove: cannot find the [[bridge]] of {args.path} in the text")
     print(f"{config_path}: removed the [[bridge]] of {matches[0].path}")
     if matches[0].format == "claude-auto-memory":
+        from memsync.local.claude_bridge import remove_claude_bridge
+
+        gone = remove_claude_bridge(matches[0].path, state_dir=config.state_dir)
+        print(
+            f"{matches[0].path}: {gone} memory file(s) of memsync's and its index block taken out"
+        )
         return EXIT_OK
     if remove_block(matches[0].path, state_dir=config.state_dir):
         print(f"{matches[0].path}: memsync's block taken out; the rest is as it was")

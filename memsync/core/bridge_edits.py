@@ -37,7 +37,7 @@ from memsync.core.bridge_block import BY_PERSON, LABELS, Item, Rendered
 from memsync.core.secrets import find_secrets
 from memsync.core.vendor_memory import entry_id
 
-__all__ = ["Changes", "Ingested", "Line", "change_records", "diff_block", "parse_item"]
+__all__ = ["Changes", "Ingested", "Line", "change_records", "diff_block", "parse_item", "unescape"]
 
 _ITEM = re.compile(r"^\s{0,3}[-*+]\s+(.*?)\s*$")
 _LABEL = re.compile(
@@ -77,12 +77,13 @@ def parse_item(line: str) -> Line | None:
         kind, rest = _KIND_OF[lab[1].lower()], lab[3]
     scope = None
     if (s := _SCOPE.match(rest)) is not None:
-        scope, rest = _unescape(s[1]), s[2]
-    text = " ".join(render.fold(_unescape(rest)).split())
+        scope, rest = unescape(s[1]), s[2]
+    text = " ".join(render.fold(unescape(rest)).split())
     return Line(kind, scope, text) if text else None
 
 
-def _unescape(text: str) -> str:
+def unescape(text: str) -> str:
+    """`text` with Markdown's backslash escapes undone (what `render.md_text` added)."""
     return _UNESCAPE.sub(r"\1", text)
 
 

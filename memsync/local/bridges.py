@@ -70,7 +70,15 @@ from memsync.local.reading import scan
 from memsync.local.statedir import StateDir, StateDirLike
 from memsync.local.storage import append_bytes, atomic_replace
 
-__all__ = ["BLOCK_FORMATS", "Bridge", "BridgeResult", "remove_block", "sync_bridge"]
+__all__ = [
+    "BLOCK_FORMATS",
+    "Bridge",
+    "BridgeResult",
+    "append_records",
+    "live_entries",
+    "remove_block",
+    "sync_bridge",
+]
 
 BLOCK_FORMATS = ("agents-md", "claude-md", "gemini-md", "markdown")
 """The formats whose file holds one managed block."""
@@ -168,7 +176,7 @@ def _attempt(
     elif span is not None:
         out.notes.append("no record of rendering this block here: its lines were not read")
     outside = text if span is None else text[: span.start] + text[span.stop :]
-    rendered = render_block(_entries(mem, now), bridge.selection, _limits(bridge, outside))
+    rendered = render_block(live_entries(mem, now), bridge.selection, _limits(bridge, outside))
     if rendered.left_out:
         out.notes.append(f"{rendered.left_out} entries left out to fit the budget")
     if rendered.withheld:
@@ -240,7 +248,8 @@ def _after_frontmatter(text: str) -> int:
     return 0
 
 
-def _entries(mem: Memory, now: int | None) -> list[PromptEntry]:
+def live_entries(mem: Memory, now: int | None = None) -> list[PromptEntry]:
+    """The live entries of `mem` at `now` (default: the local clock), as a bridge renders them."""
     view = mem.view(now)
     out = []
     for rec in view.records:
@@ -289,14 +298,23 @@ def _ingest(
             superseded=superseded.__contains__,
         )
         out.notes.extend(f"{bridge.path}: a line of the block {w}" for w in got.withheld)
-        lines = []
-        for obj in got.records:
-            raw = msgspec.json.encode(obj)
-            if not isinstance(classify(raw), Record):
-                raise InvalidRecord(f"{bridge.path}: a line of the block makes no valid record")
-            lines.append(raw + b"\n")
-        if lines:
-            append_bytes(mem.path, b"".join(lines), header=header_line(at))
+        return append_records(mem, got.records, str(bridge.path))
+
+
+def append_records(mem: Memory, records: list[dict[str, Any]], where: str) -> int:
+    """Append record objects to `mem` in one write (the caller holds its lock); how many.
+
+    Raises:
+        InvalidRecord: one would not be a valid record (naming `where`); none is written.
+    """
+    lines = []
+    for obj in records:
+        raw = msgspec.json.encode(obj)
+        if not isinstance(classify(raw), Record):
+            raise InvalidRecord(f"{where}: makes no valid record: {raw[:80]!r}")
+        lines.append(raw + b"\n")
+    if lines:
+        append_bytes(mem.path, b"".join(lines), header=header_line(now_us()))
     return len(lines)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from memsync.core.claude_files import OURS
 from memsync.core.lines import classify
 from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
@@ -350,7 +351,12 @@ def vendor_records(
             raise OSError(code, os.strerror(code), str(src))
         if (src / "memory").is_dir() and not any(src.glob("*.md")):
             src = src / "memory"  # the project's folder was given, not its memory folder
-        files = sorted(p for p in src.iterdir() if p.suffix == ".md" and p.is_file())
+        # memsync's own files there (a claude-auto-memory bridge's) are never read back.
+        files = sorted(
+            p
+            for p in src.iterdir()
+            if p.suffix == ".md" and p.is_file() and OURS.match(p.name) is None
+        )
         found = [
             item
             for p in files

@@ -5,6 +5,7 @@ file as it was without the block."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from memsync.cli import main
 from memsync.config import load_config
 from memsync.core.bridge_block import BEGIN, END
 from memsync.local.memory import Memory
+from tests.helpers.bridges import claude_project
 
 PERSON = "# Project\n\nRun `make lint` before committing.\n"
 
@@ -170,3 +172,24 @@ def test_remove_of_an_unknown_bridge_is_a_usage_error(
 ) -> None:
     assert main(["bridge", "remove", "/nowhere/AGENTS.md", "--config", str(config)]) == 2
     assert "no [[bridge]] of /nowhere/AGENTS.md" in capsys.readouterr().err
+
+
+def test_claude_auto_memory_through_the_cli(
+    config: Path, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = home / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude"))
+    folder = claude_project(home / "claude", repo)
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    code = main(
+        ["bridge", "add", str(repo), "--format", "claude-auto-memory", "--config", str(config)]
+    )
+    assert code == 0
+    assert len(list(folder.glob("memsync_*.md"))) == 1  # the global entry (no --scope)
+    texts = {e.text for e in Memory.open(home / "me.jsonl").view().entries}
+    assert "Integration tests must use a real database, never mocks." in " ".join(texts)
+    capsys.readouterr()
+    assert main(["bridge", "remove", str(repo), "--config", str(config)]) == 0
+    assert "1 memory file(s)" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before

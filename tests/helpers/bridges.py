@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from memsync.core.lines import classify
 from memsync.core.prompt import PromptEntry
 from memsync.core.records import Record
 from memsync.core.view import Index, build_view
+from tests.helpers.vendor_files import claude_memory_folder
 
-__all__ = ["NOW", "entries_of", "superseded_in"]
+__all__ = ["NOW", "claude_project", "entries_of", "superseded_in"]
 
 NOW = 4_000_000_000_000_000
 """An instant (µs) after every record these tests write."""
@@ -52,3 +56,24 @@ def entries_of(objs: Iterable[dict[str, Any]]) -> list[PromptEntry]:
 def superseded_in(objs: Iterable[dict[str, Any]]) -> set[str]:
     """The ids some record of `objs` supersedes (rule 10)."""
     return {r.supersedes for r in _records(objs) if r.supersedes is not None}
+
+
+def claude_project(claude_dir: Path, repo: Path, cwd: Path | None = None) -> Path:
+    """Claude Code's folder of project `repo` under `claude_dir` (`~/.claude`): a session
+    transcript whose lines name the `cwd` Claude ran in (as Claude Code writes them: one
+    JSON object a line with `cwd`, `sessionId`, `type`), and the memory folder of
+    `tests.helpers.vendor_files` (its MEMORY.md and topic files). Returns the memory
+    folder. The folder's name is the lossy encoding of the path, as Claude makes it."""
+    name = re.sub(r"[^A-Za-z0-9]", "-", str(repo))
+    project = claude_dir / "projects" / name
+    project.mkdir(parents=True)
+    line = {
+        "type": "user",
+        "cwd": str(cwd or repo),
+        "sessionId": "0b0e6c1e-2f7a-4c2b-9d1e-5f0a3c7d8e21",
+        "message": {"role": "user", "content": "remember that staging needs the VPN"},
+    }
+    (project / "0b0e6c1e-2f7a-4c2b-9d1e-5f0a3c7d8e21.jsonl").write_text(json.dumps(line) + "\n")
+    claude_memory_folder(project / "tmp").rename(project / "memory")
+    shutil.rmtree(project / "tmp")
+    return project / "memory"
