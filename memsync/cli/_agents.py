@@ -92,6 +92,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         kinds=args.kind,
         min_confidence=args.min_confidence,
         limit=args.limit,
+        persistent=True,  # one recall: the persistent view, not a cache (issue 20)
     )
     if args.json:
         print(json_text(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False)))

@@ -124,6 +124,7 @@ def recall(
     now: int | None = None,
     state_dir: StateDirLike | None = None,
     use_fts: bool | None = None,
+    persistent: bool = False,
 ) -> list[RecallHit]:
     """The live entries of memory file `path` that best match `query`, best first.
 
@@ -136,6 +137,11 @@ def recall(
     directory, `$XDG_STATE_HOME/memsync`); `use_fts=False`
     forces the plain word-match scan (the fallback where FTS5 is missing).
 
+    `persistent`: the view comes from the file's persistent view in the state directory
+    (`memsync.local.viewstore`, issue 20), folding only what was appended since, instead of
+    this process's cache (`live_cache`): for a process that recalls once (the command
+    line); a server that recalls again and again keeps its cache.
+
     Raises:
         FileNotFoundError: the file does not exist (IsADirectoryError: it is a folder).
     """
@@ -143,12 +149,13 @@ def recall(
     require_file(p)
     at = now_us() if now is None else now
     flt = _Filter(scope, frozenset(kinds), min_confidence)
-    cache_ = live_cache(p)
     if use_fts is None:
         use_fts = fts5_available()
     if not use_fts:
-        return _scan(cache_.live(now), query, flt, limit)
-    index = cache_.index()
+        return _scan(live_cache(p).live(now), query, flt, limit)
+    if persistent:
+        return _recall_stored(p, query, flt, limit, at, StateDir.of(state_dir))
+    index = live_cache(p).index()
     hits: list[RecallHit] = []
     fts = _text_index(p.resolve(), StateDir.of(state_dir).recall_index(p))
     fts.refresh()
@@ -168,6 +175,39 @@ def recall(
             if len(hits) >= limit:
                 break
     return hits
+
+
+def _recall_stored(
+    path: Path, query: str, flt: _Filter, limit: int, at: int, state: StateDir
+) -> list[RecallHit]:
+    """`recall` through the persistent view: the same checks of each candidate against
+    the view (rules 8 to 11), the line of each read from the file."""
+    from memsync.local.located import located_index  # not on a server's path
+    from memsync.local.viewstore import ViewStore
+
+    with located_index(path, ViewStore(state)) as view:
+        index = view.scan.index
+        fts = _text_index(path.resolve(), state.recall_index(path))
+        fts.refresh()
+        hits: list[RecallHit] = []
+        seen: set[str] = set()
+        for rid, ts, score, body in fts.candidates(query, batch=max(32, 4 * limit)):
+            if rid in seen:
+                continue  # a line repeated by a merge (rule 14), or the id's other row
+            found = index.alive(rid, at)
+            if found is None or found.ts != ts:
+                continue  # forgotten, superseded, expired or an older version
+            raw = view.line(found)
+            if body != body_of(raw):
+                continue  # a beaten twin (rule 9): the match must be in the current version
+            seen.add(rid)
+            rec = Record(raw, rid, ts, found.deleted, found.user, found.supersedes, found.expires)
+            hit = _hit(rec, score)
+            if flt.keeps({"kind": hit.kind, "confidence": hit.confidence, "scope": hit.scope}):
+                hits.append(hit)
+                if len(hits) >= limit:
+                    break
+        return hits
 
 
 def warm(path: Path, state_dir: StateDir | None = None) -> None:

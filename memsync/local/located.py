@@ -34,7 +34,7 @@ from memsync.local.storage import Chunk, errors_named, open_for_reading, read_ch
 if TYPE_CHECKING:
     from memsync.local.viewstore import ViewStore
 
-__all__ = ["LocatedView", "check_files", "located_view"]
+__all__ = ["LocatedView", "check_files", "located_index", "located_view"]
 
 _CHUNK_BYTES = 1024 * 1024
 """The first pass reads 1 MiB at a time: the chunk's lines are alive only while folded."""
@@ -165,6 +165,16 @@ def located_view(
     return view
 
 
+def located_index(path: Path, store: ViewStore | None = None) -> LocatedView:
+    """The first pass alone over one memory file: `scan.index` is the per-id summary of its
+    records (rules 8 to 10) as `Located` ones, `records` is empty; with `store`, from and
+    into its persistent view (issue 20). What a lookup of a few ids needs (`recall`).
+
+    Raises OSError naming the file when it cannot be read, and UnsupportedFormat (rule 2).
+    """
+    return _first_pass([path], None, store)
+
+
 def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
     """What `check` reports of several memory files (`CheckReport`), read as
     `located_view` reads them: bad lines, twins, credential-shaped text (issue 13, item 6)
@@ -246,7 +256,7 @@ def _stored_pass(view: LocatedView, store: ViewStore) -> None:
         else:
             # The whole file up to its last complete line now (a writer may be appending),
             # in two processes when it is large; the store then starts at that line.
-            offset, held = last_line_end(fd, os.fstat(fd).st_size), 0
+            offset, held = _last_line_end(fd, os.fstat(fd).st_size), 0
             if offset >= PARALLEL_BYTES:
                 from memsync.local.fold_halves import fold_in_halves, halves  # (start-up)
 
@@ -265,11 +275,11 @@ def _stored_pass(view: LocatedView, store: ViewStore) -> None:
                 fold(view.scan, 0, 0, None, 1)
             else:
                 fold_in_halves(view.scan, view._fds, *cut, fold)
-            line = 1 + count_lines(fd, offset) if offset >= store.min_bytes else 0
+            line = 1 + _count_lines(fd, offset) if offset >= store.min_bytes else 0
         store.save(path, fd, view.scan, offset, line, held, view.lines_of)
 
 
-def last_line_end(fd: int, size: int) -> int:
+def _last_line_end(fd: int, size: int) -> int:
     """The offset just after the last "\n" in the first `size` bytes of `fd` (0: none)."""
     end = size
     while end > 0:
@@ -281,7 +291,7 @@ def last_line_end(fd: int, size: int) -> int:
     return 0
 
 
-def count_lines(fd: int, size: int) -> int:
+def _count_lines(fd: int, size: int) -> int:
     """How many "\n" the first `size` bytes of `fd` hold."""
     total = pos = 0
     while pos < size:

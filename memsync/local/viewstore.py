@@ -46,9 +46,9 @@ from typing import cast
 import msgspec
 import xxhash
 
-from memsync import __version__
 from memsync.core.lines import BadLine
 from memsync.core.records import Described, Located, Record
+from memsync.core.version import __version__
 from memsync.core.view import Index
 from memsync.local.reading import ScanResult
 from memsync.local.statedir import StateDir

@@ -23,11 +23,14 @@ from memsync.core.digest import ViewDigest, record_hash, view_digest
 from memsync.core.records import Described
 from memsync.core.view import selector
 from memsync.errors import UnsupportedFormat
+from memsync.local.compaction import compact_file
+from memsync.local.fulltext import fts5_available, recall
 from memsync.local.located import LocatedView, located_view
+from memsync.local.memory import Memory
 from memsync.local.reading import prompt_of, prompt_of_described
 from memsync.local.statedir import StateDir
 from memsync.local.storage import open_for_reading
-from memsync.local.viewstore import ViewStore
+from memsync.local.viewstore import MIN_BYTES, ViewStore
 from tests.helpers.examples import examples
 from tests.helpers.strategies import HEADER, NOW, line_soups
 
@@ -272,10 +275,13 @@ import sys
 from pathlib import Path
 from memsync.core.records import Described
 from memsync.core.view import selector
+from memsync.local.compaction import compact_file
+from memsync.local.fulltext import fts5_available, recall
 from memsync.local.located import LocatedView, located_view
+from memsync.local.memory import Memory
 from memsync.local.reading import prompt_of, prompt_of_described
 from memsync.local.statedir import StateDir
-from memsync.local.viewstore import ViewStore
+from memsync.local.viewstore import MIN_BYTES, ViewStore
 path, state = Path(sys.argv[1]), StateDir(Path(sys.argv[2]))
 store = ViewStore(state, min_bytes=0, save_after=0)
 print("ready", flush=True)
@@ -317,10 +323,13 @@ from memsync.errors import UnsupportedFormat
 from memsync.core.digest import ViewDigest, record_hash, view_digest
 from memsync.core.records import Described
 from memsync.core.view import selector
+from memsync.local.compaction import compact_file
+from memsync.local.fulltext import fts5_available, recall
 from memsync.local.located import LocatedView, located_view
+from memsync.local.memory import Memory
 from memsync.local.reading import prompt_of, prompt_of_described
 from memsync.local.statedir import StateDir
-from memsync.local.viewstore import ViewStore
+from memsync.local.viewstore import MIN_BYTES, ViewStore
 path, state = Path(sys.argv[1]), StateDir(Path(sys.argv[2]))
 store = ViewStore(state, min_bytes=0, save_after=0)
 for _ in range(15):
@@ -373,3 +382,51 @@ def test_concurrent_readers_and_an_appender_never_see_a_wrong_view(tmp_path: Pat
     assert seen
     assert seen <= valid
     assert len(seen) > 1  # the readers did see the file grow
+
+
+@pytest.mark.slow
+def test_recall_through_the_store_answers_as_through_the_cache(tmp_path: Path) -> None:
+    """`recall(persistent=True)` (the command line's) finds what the cached view finds,
+    cold, after appends, forgets and supersessions folded past the store, and after a
+    compaction replaced the file."""
+    if not fts5_available():
+        pytest.skip("no FTS5 in this SQLite")
+    path = tmp_path / "me.jsonl"
+    words = ("retry", "mirror", "deploy", "cache", "zebra")
+    body = b"".join(
+        b'{"id": "r%05d", "kind": "%s", "text": "%s and %s number %d", "confidence": 0.%d, '
+        b'"created_at": "2026-11-01T%02d:%02d:00Z"}\n'
+        % (
+            i,
+            (b"fact", b"lesson")[i % 2],
+            words[i % 5].encode(),
+            words[i * 7 % 5].encode(),
+            i,
+            i % 9 + 1,
+            i // 60 % 24,
+            i % 60,
+        )
+        for i in range(3000)
+    )
+    path.write_bytes(HEADER + b"\n" + body)
+    assert path.stat().st_size > MIN_BYTES
+    state = tmp_path / "state"
+
+    def same() -> None:
+        for query, kinds in (("retry", ()), ("zebra mirror", ("lesson",)), ("deploy", ())):
+            through_store = recall(
+                path, query, kinds=kinds, limit=15, state_dir=state, persistent=True
+            )
+            assert through_store == recall(path, query, kinds=kinds, limit=15, state_dir=state)
+            assert through_store
+
+    same()
+    assert StateDir(state).view_store(path).exists()
+    mem = Memory.open(path)
+    hits = recall(path, "retry", limit=5, state_dir=state, persistent=True)
+    mem.forget(hits[0].id)
+    mem.supersede(hits[1].id, "retry the zebra now", kind="fact")
+    mem.add("lesson", "zebra retry mirror deploy")
+    same()
+    compact_file(path, quiet_seconds=0, horizon_days=0, grace_seconds=0)
+    same()
