@@ -34,6 +34,7 @@ from memsync.config import Config, RemoteConfig, cron_trigger, load_config
 from memsync.config.wiring import codec_for, open_remote, state_of
 from memsync.core.timestamps import SECOND
 from memsync.daemon import _systemd
+from memsync.daemon._selfwatch import CHECK_SECONDS, EXIT_STUCK, SelfWatchdog, longest_busy
 from memsync.daemon._watch import same_path, watch_jsonl
 from memsync.daemon._worker import Worker
 from memsync.daemon.status import (
@@ -109,7 +110,8 @@ class _Requests:
 
 
 class Daemon:
-    """`memsync daemon`: `run()` blocks until SIGTERM or SIGINT, then returns 0.
+    """`memsync daemon`: `run()` blocks until SIGTERM or SIGINT, then returns 0 (or
+    `EXIT_STUCK` when its self-watchdog stopped it, see `memsync.daemon._selfwatch`).
 
     Args:
         config: the configuration to run.
@@ -123,6 +125,7 @@ class Daemon:
         self.state = state_of(config)  # fixed for the daemon's life (a reload keeps it)
         self.replica = ""
         self._stopping = False
+        self._exit_code = 0
         self._reload = False
         self._wake = threading.Event()
         self._requests = _Requests()
@@ -143,7 +146,8 @@ class Daemon:
     # The straight line
 
     def run(self, announce: Sequence[str] = ()) -> int:
-        """Run until SIGTERM or SIGINT. `announce`: lines logged once the PID lock is held
+        """Run until SIGTERM or SIGINT (then return 0), or until the self-watchdog finds
+        it stuck (then `EXIT_STUCK`). `announce`: lines logged once the PID lock is held
         (what it watches), so that a second daemon refused the lock says only why.
 
         Raises MemsyncError on native Windows, before anything is touched (issue 23)."""
@@ -164,7 +168,7 @@ class Daemon:
                 self._stop_all()
                 with self._state_lock:
                     self._write_status()
-        return 0
+        return self._exit_code
 
     @contextmanager
     def _pid_lock(self, state_dir: StateDir) -> Iterator[None]:
@@ -578,6 +582,9 @@ class Daemon:
         interval = _systemd.watchdog_interval()
         if interval is not None:
             sched.add_job(self._watchdog, "interval", seconds=interval, id="watchdog")
+        else:  # launchd, or by hand: no one else would notice a stuck daemon (issue 23)
+            dog = SelfWatchdog(self._busy_times, self._stop_stuck, limit=WORKER_STUCK_SECONDS)
+            sched.add_job(dog.check, "interval", seconds=CHECK_SECONDS, id="self-watchdog")
         sched.start()
         self._scheduler = sched
 
@@ -633,10 +640,17 @@ class Daemon:
         # Ping only while the main loop and every worker are alive: idle, or on one piece
         # of work for less than WORKER_STUCK_SECONDS. A remote that hangs is bounded by its
         # timeouts, far below: it does not stop the pings, a thread stuck for good does.
-        now = time.monotonic()
-        started = [self._busy_since, *(w.busy_since for w in list(self._workers.values()))]
-        if all(t is None or now - t < WORKER_STUCK_SECONDS for t in started):
+        if longest_busy(self._busy_times(), time.monotonic()) < WORKER_STUCK_SECONDS:
             _systemd.notify("WATCHDOG=1")
+
+    def _busy_times(self) -> list[float | None]:
+        """When the main loop's turn and each worker's request in progress began."""
+        return [self._busy_since, *(w.busy_since for w in list(self._workers.values()))]
+
+    def _stop_stuck(self) -> None:
+        self._exit_code = EXIT_STUCK
+        self._stopping = True
+        self._wake.set()
 
     def _write_status(self) -> None:
         if self._status is None:
