@@ -257,7 +257,7 @@ def register(sub: Any) -> None:
 
     s = bsub.add_parser("add", help="bridge a file to a memory (a [[bridge]] in the config)")
     s.add_argument("path", metavar="PATH", help="the file (claude-auto-memory: the project)")
-    s.add_argument("--format", required=True, choices=_FORMATS)
+    s.add_argument("--format", required=True, choices=_FORMATS, help="how the file is written")
     s.add_argument("--memory", default=None, metavar="NAME", help="default: the only memory")
     s.add_argument("--scope", default=None, help="the task's scope (default: global only)")
     s.add_argument("--kind", action="append", choices=KINDS, default=[], help="repeat")
@@ -272,7 +272,7 @@ def register(sub: Any) -> None:
     s.set_defaults(handler=cmd_bridge_list)
 
     s = bsub.add_parser("remove", help="stop bridging a file and take memsync's block out")
-    s.add_argument("path", metavar="PATH")
+    s.add_argument("path", metavar="PATH", help="the bridged file (as given to bridge add)")
     s.add_argument("--config", type=Path, default=None, metavar="PATH")
     s.set_defaults(handler=cmd_bridge_remove)
 
