@@ -309,9 +309,17 @@ def _scan_of(stored: _Stored, name: str) -> ScanResult:
 
 
 def _write(target: Path, data: bytes) -> None:
-    """`data` as the file `target`, atomically: a temporary file beside it, then renamed."""
+    """`data` as the file `target`, atomically: a temporary file beside it, then renamed.
+    Temporary files of `target` that a killed process left are removed first."""
     private_dirs(target.parent)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    prefix = f".{target.name}.tmp-"
+    for name in os.listdir(target.parent):
+        if name.startswith(prefix) and name[len(prefix) :].isdigit():
+            pid = int(name[len(prefix) :])
+            if pid != os.getpid() and not _alive(pid):
+                with contextlib.suppress(OSError):
+                    os.unlink(target.parent / name)
+    tmp = target.with_name(f"{prefix}{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
     try:
         try:
@@ -323,3 +331,13 @@ def _write(target: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: alive
+    return True

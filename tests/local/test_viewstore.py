@@ -313,7 +313,23 @@ def test_kill_9_while_the_store_is_written(tmp_path: Path) -> None:
         proc.stdout.close()
         store = ViewStore(StateDir(state), min_bytes=0)
         assert answer(path, store) == answer(path, None)
-    assert ViewStore(StateDir(state)).state.view_store(path).exists()
+    target = StateDir(state).view_store(path)
+    assert target.exists()
+    # The temporary files of killed writers are removed by the next store written (one
+    # is made here: a kill does not always fall in the write).
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (target.parent / f".{target.name}.tmp-{int(dead.stdout)}").write_bytes(b"half")
+    with open(path, "ab") as f:
+        f.write(
+            b'{"id": "last", "kind": "fact", "text": "t", "created_at": "2026-11-01T04:00:00Z"}\n'
+        )
+    answer(path, ViewStore(StateDir(state), min_bytes=0, save_after=0))
+    assert [p.name for p in target.parent.iterdir()] == [target.name]
 
 
 _READER = """
