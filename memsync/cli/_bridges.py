@@ -62,17 +62,11 @@ def _machine(config: Config) -> str:
 
 def sync_one(config: Config, bridge: BridgeConfig, machine: str) -> BridgeResult:
     """Sync one configured bridge with its memory."""
-    from memsync.local.bridges import sync_bridge
+    from memsync.config.bridges import sync_configured
 
     memory = config.memory_named(bridge.memory)
     assert memory is not None  # the config checked it
-    if bridge.format == "claude-auto-memory":
-        from memsync.local.claude_bridge import sync_claude_bridge
-
-        return sync_claude_bridge(
-            memory.path, bridge.bridge(), machine=machine, state_dir=config.state_dir
-        )
-    return sync_bridge(memory.path, bridge.bridge(), machine=machine, state_dir=config.state_dir)
+    return sync_configured(bridge, memory.path, machine=machine, state_dir=config.state_dir)
 
 
 def _print(result: BridgeResult) -> None:

@@ -28,9 +28,9 @@ from memsync.core.bridge_block import Limits, Selection
 from memsync.core.records import KINDS
 
 if TYPE_CHECKING:
-    from memsync.local.bridges import Bridge
+    from memsync.local.bridges import Bridge, BridgeResult
 
-__all__ = ["BRIDGE_FORMATS", "BridgeConfig", "parse_budget"]
+__all__ = ["BRIDGE_FORMATS", "BridgeConfig", "parse_budget", "sync_configured", "watched_files"]
 
 BRIDGE_FORMATS = ("agents-md", "claude-md", "gemini-md", "markdown", "claude-auto-memory")
 
@@ -140,3 +140,33 @@ class BridgeConfig(BaseModel):
         from memsync.local.bridges import Bridge
 
         return Bridge(self.path, self.format, self.selection())
+
+
+def sync_configured(
+    bridge: BridgeConfig, memory: Path, *, machine: str, state_dir: Path
+) -> BridgeResult:
+    """Sync `bridge` with the memory file `memory` once (`memsync.local.bridges`, or
+    `memsync.local.claude_bridge` for `claude-auto-memory`): what `memsync bridge sync`
+    and the daemon do."""
+    if bridge.format == "claude-auto-memory":
+        from memsync.local.claude_bridge import sync_claude_bridge
+
+        return sync_claude_bridge(memory, bridge.bridge(), machine=machine, state_dir=state_dir)
+    from memsync.local.bridges import sync_bridge
+
+    return sync_bridge(memory, bridge.bridge(), machine=machine, state_dir=state_dir)
+
+
+def watched_files(bridge: BridgeConfig) -> list[Path]:
+    """The files whose change calls for a sync of `bridge`: the bridged file (and the
+    target of its links), or the project's auto-memory folder (none while Claude Code has
+    none for it: the daemon's reconcile pass syncs it all the same)."""
+    if bridge.format == "claude-auto-memory":
+        from memsync.local.bridge_files import BridgeRefused
+        from memsync.local.claude_bridge import find_memory_folder
+
+        try:
+            return [find_memory_folder(bridge.path)]
+        except BridgeRefused:
+            return []
+    return sorted({bridge.path, Path(os.path.realpath(bridge.path))})

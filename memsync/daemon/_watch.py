@@ -29,13 +29,15 @@ def watch_jsonl(
     debounce_ms: int,
     on_changes: Callable[[set[Path]], None],
     ready: threading.Event | None = None,
+    also: Callable[[str], bool] | None = None,
 ) -> None:
     """Call `on_changes` with the `.jsonl` files changed directly in `paths` (folders: an
     atomic replace ends a file watch), until `stop` is set.
 
     `ready` is set once the folders are watched (every change from then on is reported), or
     once the watcher has failed to start: the daemon waits for it before its first pass, so
-    that a peer's push landing during that pass wakes it (issue 24, item 18). A watcher
+    that a peer's push landing during that pass wakes it (issue 24, item 18). `also`: the
+    other files to report (bridged Markdown files, issue 22). A watcher
     that fails is logged and ends: it is an accelerator, polling still runs.
     """
     # RustNotify is watchfiles' documented low-level backend (what `watchfiles.watch`
@@ -53,7 +55,7 @@ def watch_jsonl(
                     return
                 if isinstance(raw, str):  # "timeout"; "signal" only in the main thread
                     continue
-                changed = {Path(p) for _, p in raw if p.endswith(".jsonl")}
+                changed = {Path(p) for _, p in raw if p.endswith(".jsonl") or (also and also(p))}
                 if changed:
                     on_changes(changed)
     except Exception as exc:  # noqa: BLE001 (the watcher is an accelerator; polling still runs)

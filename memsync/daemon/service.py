@@ -34,6 +34,7 @@ from memsync.config import Config, RemoteConfig, cron_trigger, load_config
 from memsync.config.wiring import codec_for, open_remote, state_of
 from memsync.core.timestamps import SECOND
 from memsync.daemon import _systemd
+from memsync.daemon._bridges import BRIDGES, Bridges
 from memsync.daemon._selfwatch import CHECK_SECONDS, EXIT_STUCK, SelfWatchdog, longest_busy
 from memsync.daemon._watch import same_path, watch_jsonl
 from memsync.daemon._worker import Worker
@@ -139,6 +140,7 @@ class Daemon:
         self._busy_since: float | None = None
         self._hub_signature: dict[str, tuple[tuple[str, int], ...]] = {}
         self._workers: dict[str, Worker] = {}
+        self._bridges = Bridges(config, "")  # issue 22; made again by `_start`
         # Guards what the workers share: the status, the back-off records, the validation
         # watches, the hub signatures (held for bookkeeping only, never during a pass).
         self._state_lock = threading.RLock()
@@ -191,6 +193,7 @@ class Daemon:
     def _start(self) -> None:
         cfg = self.config
         self.replica = resolve_replica(cfg.replica, self.state)
+        self._bridges = Bridges(cfg, self.replica)
         # Compaction's record outlives a reload or restart: else a daemon restarted more
         # often than max_postpone_seconds would never force a compaction.
         before = self._status or read_status(self.state)
@@ -214,7 +217,8 @@ class Daemon:
             self._validate(mem.name)
         self._transports = {rc.name: open_remote(rc) for rc in cfg.remote}
         self._workers = {
-            name: Worker(name, self._carry_out) for name in [*self._transports, _COMPACT]
+            name: Worker(name, self._carry_out)
+            for name in [*self._transports, _COMPACT, *([BRIDGES] if cfg.bridge else [])]
         }
         for worker in self._workers.values():
             worker.start()
@@ -224,6 +228,8 @@ class Daemon:
         for mem in cfg.memory:
             for rc in cfg.memory_remotes(mem):
                 self.request(mem.name, rc.name)  # a first pass at start-up
+        for name in self._bridges.memories():
+            self.request(name, BRIDGES)
         self._start_scheduler()
         with self._state_lock:
             self._write_status()
@@ -286,6 +292,8 @@ class Daemon:
                 self._poll_now(remote, stopped)
             elif remote == _COMPACT:
                 self._compact(memory)
+            elif remote == BRIDGES:
+                self._bridges.sync(memory)
             else:
                 self._sync(memory, remote, stopped)
         except Exception:  # a bug must not stop the daemon; it is logged with its traceback
@@ -518,7 +526,7 @@ class Daemon:
                         folder = Path(url.path) / mem.name
                         folder.mkdir(mode=0o700, exist_ok=True)
                         paths.add(folder)
-        return sorted(paths)
+        return sorted(paths | self._bridges.folders())
 
     def _start_watcher(self) -> None:
         """Start the watcher thread and return once it watches (or has failed to start,
@@ -540,9 +548,18 @@ class Daemon:
             )
 
     def _watch(self, paths: list[Path], stop: threading.Event, ready: threading.Event) -> None:
-        watch_jsonl(paths, stop, self.config.daemon.debounce_ms, self._on_changes, ready)
+        watch_jsonl(
+            paths,
+            stop,
+            self.config.daemon.debounce_ms,
+            self._on_changes,
+            ready,
+            also=self._bridges.wanted,
+        )
 
     def _on_changes(self, changed: set[Path]) -> None:
+        for name in self._bridges.memories_of(changed):
+            self.request(name, BRIDGES)
         for mem in self.config.memory:
             remotes = [rc.name for rc in self.config.memory_remotes(mem)]
             # Matched by canonical path or inode, not by equality (issue 23, item 3).
@@ -622,6 +639,8 @@ class Daemon:
             transport.close()  # as in `_sync`: `_stop_all` left it open while this ran
 
     def _reconcile(self) -> None:
+        for name in self._bridges.memories():
+            self.request(name, BRIDGES)
         for mem in self.config.memory:
             self.request(mem.name, "")
             for rc in self.config.memory_remotes(mem):

@@ -58,12 +58,15 @@ def superseded_in(objs: Iterable[dict[str, Any]]) -> set[str]:
     return {r.supersedes for r in _records(objs) if r.supersedes is not None}
 
 
-def claude_project(claude_dir: Path, repo: Path, cwd: Path | None = None) -> Path:
+def claude_project(
+    claude_dir: Path, repo: Path, cwd: Path | None = None, *, memories: bool = True
+) -> Path:
     """Claude Code's folder of project `repo` under `claude_dir` (`~/.claude`): a session
     transcript whose lines name the `cwd` Claude ran in (as Claude Code writes them: one
     JSON object a line with `cwd`, `sessionId`, `type`), and the memory folder of
     `tests.helpers.vendor_files` (its MEMORY.md and topic files). Returns the memory
-    folder. The folder's name is the lossy encoding of the path, as Claude makes it."""
+    folder (empty without `memories`: Claude ran there, remembered nothing yet). The
+    folder's name is the lossy encoding of the path, as Claude makes it."""
     name = re.sub(r"[^A-Za-z0-9]", "-", str(repo))
     project = claude_dir / "projects" / name
     project.mkdir(parents=True)
@@ -74,6 +77,9 @@ def claude_project(claude_dir: Path, repo: Path, cwd: Path | None = None) -> Pat
         "message": {"role": "user", "content": "remember that staging needs the VPN"},
     }
     (project / "0b0e6c1e-2f7a-4c2b-9d1e-5f0a3c7d8e21.jsonl").write_text(json.dumps(line) + "\n")
+    if not memories:
+        (project / "memory").mkdir()
+        return project / "memory"
     claude_memory_folder(project / "tmp").rename(project / "memory")
     shutil.rmtree(project / "tmp")
     return project / "memory"
