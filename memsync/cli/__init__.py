@@ -204,6 +204,28 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=_lazy("_hubs", "cmd_status"))
 
+    p = sub.add_parser(
+        "diff", help="the entries that differ between this machine's view and another replica's"
+    )
+    p.add_argument(
+        "replica", metavar="REPLICA", help="a replica id, as `memsync status` lists them"
+    )
+    p.add_argument("--config", type=Path, default=None, metavar="PATH")
+    p.add_argument(
+        "--memory",
+        default=None,
+        metavar="NAME",
+        help="the memory to compare (default: the only one)",
+    )
+    p.add_argument(
+        "--remote",
+        default=None,
+        metavar="NAME",
+        help="the hub to compare through (default: the only one)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_lazy("_convergence", "cmd_diff"))
+
     p = sub.add_parser("forget-replica", help="stop waiting for a retired replica")
     p.add_argument("replica", metavar="NAME")
     p.add_argument("--undo", action="store_true", help="take a replica back")

@@ -50,8 +50,8 @@ def convergence(
     """The convergence of `memory` through `remote`, the time of the listing it is judged
     on, and the error that kept the hub from being read now (then: as last seen).
 
-    With a `transport` (and its `codec`), the hub's folder is listed now and the receipts
-    that changed are read (small reads); without, the last pass's view is used. Our own
+    With a `transport` (and its `codec`), the hub's folder is listed now and every receipt
+    is read (a small read each); without, the last pass's view is used. Our own
     receipt is the last one this machine published.
     """
     rs = receipt_state(state_dir, memory, remote)

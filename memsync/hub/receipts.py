@@ -81,7 +81,8 @@ class ReceiptState:
     positions: str = ""  # the read and own positions of the last receipt, as JSON
     own: dict[str, Any] | None = None  # our last receipt, as published
     peers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Peers' receipts as last read: replica -> {size, mtime, receipt (its JSON or None)}."""
+    """Peers' receipts as last read: replica -> {stamp: [size, mtime, generation], receipt
+    (its JSON, or None: unreadable)}."""
     files: dict[str, int] = field(default_factory=dict)
     """The hub's replica files and their sizes at the last listing."""
     listed_at: int | None = None
@@ -116,10 +117,17 @@ def refresh(
     listing: list[RemoteFile],
     me: str,
     now: int,
+    *,
+    force: bool = False,
 ) -> None:
     """Take in a listing of the hub's memory folder: the replica files' sizes, and the
     peers' receipts that changed since they were last read (one small read each; a receipt
-    that cannot be read now keeps what was read before)."""
+    that cannot be read now keeps what was read before); with `force`, every receipt.
+
+    "Changed" is a new size, modification time or generation; an SFTP server gives times
+    in whole seconds, so a receipt replaced twice in a second at the same size looks
+    unchanged: `force` (each time we publish ours, so at least every `RECEIPT_EVERY`, and
+    for `memsync status`) bounds how long such a stale copy is kept."""
     rs.files = {
         f.name: f.size
         for f in listing
@@ -133,14 +141,15 @@ def refresh(
             continue
         seen.add(replica)
         cached = rs.peers.get(replica)
-        if cached is not None and [cached.get("size"), cached.get("mtime")] == [f.size, f.mtime]:
+        stamp = [f.size, f.mtime, f.generation]
+        if not force and cached is not None and cached.get("stamp") == stamp:
             continue
         try:
             receipt = read_receipt(t, codec, memory, f)
         except MemsyncError:
             continue  # read again next time
         doc = None if receipt is None else receipt.to_json()
-        rs.peers[replica] = {"size": f.size, "mtime": f.mtime, "receipt": doc}
+        rs.peers[replica] = {"stamp": stamp, "receipt": doc}
     for gone in set(rs.peers) - seen:
         del rs.peers[gone]
 
@@ -248,7 +257,6 @@ def publish_receipt(p: PassBase) -> bool:
     path = _state_path(p.state_dir, p.memory, p.remote)
     rs = ReceiptState.load(path)
     listing: list[RemoteFile] = getattr(p, "listing", [])
-    refresh(p.t, p.codec, p.memory, rs, listing, p.replica, p.now)
     read, own = _positions(p)
     positions = json.dumps({"read": read, "own": own}, sort_keys=True)
     changed = (
@@ -259,6 +267,7 @@ def publish_receipt(p: PassBase) -> bool:
         or rs.own is None
         or not 0 <= p.now - rs.published_at < RECEIPT_EVERY
     )
+    refresh(p.t, p.codec, p.memory, rs, listing, p.replica, p.now, force=changed)
     if changed:
         receipt = local_receipt(p.local, p.replica, p.now, p.hub, read, own)
         data = seal(p.codec, p.memory, p.replica, receipt.encode())

@@ -109,7 +109,9 @@ def forge_digest(writer: Replica, of: Replica) -> None:
         assert plain is not None
         receipt = parse_receipt(of.replica_id, plain)
         assert receipt is not None
-        receipt.view.digest ^= 1
+        # One entry counted wrong in bucket 0: the digest is the sum of the buckets'.
+        receipt.view.buckets[0] = (receipt.view.buckets[0] + 1) % (1 << 64)
+        receipt.view.digest = (receipt.view.digest + 1) % (1 << 64)
         t.replace(MEMORY, name, seal(codec, MEMORY, of.replica_id, receipt.encode()))
     finally:
         t.close()
