@@ -99,7 +99,7 @@ def _claude_dir() -> Path:
 def _cwd_of(folder: Path) -> Path | None:
     """The `cwd` the newest session transcript of a project folder names, if any."""
     transcripts = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for t in transcripts[:5]:
+    for t in transcripts[:2]:
         try:
             with open(t, "rb") as f:
                 head = f.read(_TRANSCRIPT_BYTES)
@@ -125,6 +125,12 @@ def find_memory_folder(project: Path, claude_dir: Path | None = None) -> Path:
     """
     root = git_root(project)
     projects = (claude_dir or _claude_dir()) / "projects"
+    encoded = re.sub(r"[^A-Za-z0-9]", "-", str(root))
+    # The folder the encoding names, when its sessions ran in this project: found without
+    # reading every project's transcripts (a person may have hundreds).
+    guess = projects / encoded
+    if guess.is_dir() and (cwd := _cwd_of(guess)) is not None and git_root(cwd) == root:
+        return guess / "memory"
     found = []
     unknown = []
     for folder in sorted(p for p in projects.glob("*") if p.is_dir()) if projects.is_dir() else []:
@@ -133,7 +139,6 @@ def find_memory_folder(project: Path, claude_dir: Path | None = None) -> Path:
             unknown.append(folder)
         elif git_root(cwd) == root:
             found.append(folder)
-    encoded = re.sub(r"[^A-Za-z0-9]", "-", str(root))
     if not found:
         found = [f for f in unknown if f.name == encoded]
     if not found:

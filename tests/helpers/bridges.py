@@ -59,15 +59,20 @@ def superseded_in(objs: Iterable[dict[str, Any]]) -> set[str]:
 
 
 def claude_project(
-    claude_dir: Path, repo: Path, cwd: Path | None = None, *, memories: bool = True
+    claude_dir: Path,
+    repo: Path,
+    cwd: Path | None = None,
+    *,
+    memories: bool = True,
+    name: str | None = None,
 ) -> Path:
     """Claude Code's folder of project `repo` under `claude_dir` (`~/.claude`): a session
     transcript whose lines name the `cwd` Claude ran in (as Claude Code writes them: one
     JSON object a line with `cwd`, `sessionId`, `type`), and the memory folder of
     `tests.helpers.vendor_files` (its MEMORY.md and topic files). Returns the memory
     folder (empty without `memories`: Claude ran there, remembered nothing yet). The
-    folder's name is the lossy encoding of the path, as Claude makes it."""
-    name = re.sub(r"[^A-Za-z0-9]", "-", str(repo))
+    folder's name is the lossy encoding of the path, as Claude makes it, or `name`."""
+    name = name or re.sub(r"[^A-Za-z0-9]", "-", str(repo))
     project = claude_dir / "projects" / name
     project.mkdir(parents=True)
     line = {

@@ -3,7 +3,7 @@ folder (issue 22), on folders shaped like Claude's (tests/helpers/vendor_files.p
 
 from __future__ import annotations
 
-import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -46,14 +46,13 @@ def _sync(mem: Memory, repo: Path, claude: Path, **kw: object) -> object:
 def test_the_folder_is_found_by_the_git_root_of_the_sessions(
     repo: Path, claude: Path, tmp_path: Path
 ) -> None:
-    # A project whose lossy name collides with ours ("my-app-v2" vs "my_app.v2"): Claude
-    # ran in another repository there, so it is not ours.
+    # A project whose lossy name is ours ("my-app-v2" and "my_app.v2" encode alike):
+    # Claude ran in another repository there, so it is not ours; ours has another name
+    # (as when a long name gets a hash).
     other = tmp_path / "src" / "my-app-v2"
     subprocess.run(["git", "init", "-q", str(other)], check=True)
-    decoy = claude / "projects" / "decoy"
-    decoy.mkdir(parents=True)
-    (decoy / "s.jsonl").write_text(json.dumps({"cwd": str(other)}) + "\n")
-    folder = claude_project(claude, repo, cwd=repo / "pkg")  # Claude ran in a subfolder
+    claude_project(claude, other, memories=False, name=re.sub(r"[^A-Za-z0-9]", "-", str(repo)))
+    folder = claude_project(claude, repo, cwd=repo / "pkg", name="renamed-3kx9q")
     assert find_memory_folder(repo / "pkg", claude) == folder
     assert git_root(repo / "pkg") == repo
     with pytest.raises(BridgeRefused, match="no Claude Code project folder"):
