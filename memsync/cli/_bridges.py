@@ -177,6 +177,11 @@ def cmd_bridge_add(args: argparse.Namespace) -> int:
                 f"bridge add: name the memory with --memory (one of {', '.join(names)})"
             )
         args.memory = names[0]
+    if args.format != "claude-auto-memory" and not os.path.lexists(path):
+        from memsync.local.bridge_files import may_create
+
+        if (why := may_create(path)) is not None:
+            raise UsageError(f"bridge add: {why}")
     sep = "" if not old else ("\n" if old.endswith("\n") else "\n\n")
     config_path.parent.mkdir(parents=True, exist_ok=True)
     config = _replace_config(config_path, old + sep + _table(args, path))

@@ -12,8 +12,8 @@ from the view and written back, everything outside it byte for byte as it was.
    supersedes, a deleted line tombstones, an added line is an entry, appended to the
    memory with `source` "bridge:<format>@<machine>" and ids derived from what they say.
    Lines that look like credentials are withheld and reported. A vanished or reshaped
-   block, or one memsync has no record of rendering, is no change: it is rendered again
-   and the result says so;
+   block is no change: it is rendered again and the result says so. Of a block memsync
+   has no record of rendering here, only lines no record ever said are taken (as added);
 3. render the view's selection (`core.bridge_block.render_block`) within the format's
    limit (for `agents-md`, what is left of Codex's 32 KiB after the file's other bytes)
    and put it where the block was, or, the first time, at the top of the file (after a
@@ -49,7 +49,7 @@ from memsync.core.bridge_block import (
     locate,
     render_block,
 )
-from memsync.core.bridge_edits import Changes, Line, change_records, diff_block
+from memsync.core.bridge_edits import Changes, Line, change_records, diff_block, parse_item
 from memsync.core.lines import classify
 from memsync.core.prompt import PromptEntry
 from memsync.core.records import Record
@@ -174,7 +174,16 @@ def _attempt(
     elif span is None and saved:
         out.notes.append("the block was gone (rewritten by an agent?): rendered again")
     elif span is not None:
-        out.notes.append("no record of rendering this block here: its lines were not read")
+        # No record of rendering it here (a state directory lost, a file a dotfiles tool
+        # brought from another machine): only lines that say what no record ever said
+        # are taken (as added), never an edit or a deletion, so nothing deleted elsewhere
+        # comes back.
+        adds = tuple(x for x in map(parse_item, span.inner) if x is not None)
+        out.notes.append("no record of rendering this block here: only new lines were read")
+        if adds:
+            out.appended += _ingest(
+                mem, bridge, machine, Changes(adds=adds), now, out, new_only=True
+            )
     outside = text if span is None else text[: span.start] + text[span.stop :]
     rendered = render_block(live_entries(mem, now), bridge.selection, _limits(bridge, outside))
     if rendered.left_out:
@@ -269,9 +278,17 @@ def live_entries(mem: Memory, now: int | None = None) -> list[PromptEntry]:
 
 
 def _ingest(
-    mem: Memory, bridge: Bridge, machine: str, changes: Changes, now: int | None, out: BridgeResult
+    mem: Memory,
+    bridge: Bridge,
+    machine: str,
+    changes: Changes,
+    now: int | None,
+    out: BridgeResult,
+    *,
+    new_only: bool = False,
 ) -> int:
-    """Append the records of `changes`; how many."""
+    """Append the records of `changes`; how many. `new_only`: the added lines whose text
+    no record of the memory holds (alive or not) only."""
     at = now_us() if now is None else now
     with file_lock(mem.path, mem.lock_timeout):
         result = scan([mem.path])
@@ -279,6 +296,10 @@ def _ingest(
         live = build_view(result.index, at).live
         said = {(f["kind"], f.get("scope", "global"), f["text"]) for f in map(Record.fields, live)}
         adds = tuple(line for line in changes.adds if not _said(line, said))
+        if new_only:
+            ever = [*result.index.user.values(), *result.index.inferred.values()]
+            held = {r.fields()["text"] for r in ever}
+            adds = tuple(line for line in adds if line.text not in held)
         # A deletion must come after every version of what it deletes (rule 8), whatever
         # another machine's clock stamped them with: the hybrid clock, as `Memory` keeps.
         index = result.index

@@ -193,3 +193,19 @@ def test_claude_auto_memory_through_the_cli(
     assert main(["bridge", "remove", str(repo), "--config", str(config)]) == 0
     assert "1 memory file(s)" in capsys.readouterr().out
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+
+
+def test_add_refuses_a_claude_md_that_would_hide_agents_md(
+    config: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = home / "web"
+    project.mkdir()
+    (project / "AGENTS.md").write_text(PERSON)
+    before = config.read_text()
+    claude = project / "CLAUDE.md"
+    assert (
+        main(["bridge", "add", str(claude), "--format", "claude-md", "--config", str(config)]) == 2
+    )
+    assert "Claude Code stops reading AGENTS.md" in capsys.readouterr().err
+    assert not claude.exists()
+    assert config.read_text() == before

@@ -366,3 +366,24 @@ def test_a_crash_between_writing_the_file_and_confirming_it_reads_no_edit(
     res = sync_bridge(m.path, bridge, machine="m1", state_dir=state)
     assert res.appended == 0
     assert [e.text for e in m.view().entries] == ["The build takes 30 s."]
+
+
+def test_without_a_record_of_rendering_only_new_lines_are_taken(
+    mem: Memory, tmp_path: Path
+) -> None:
+    """The state directory lost (or the file brought by a dotfiles tool): a line deleted
+    since is not taken for a deletion, a forgotten entry's line does not come back, and a
+    line the person added is not lost."""
+    agents = tmp_path / "AGENTS.md"
+    _sync(mem, agents)
+    text = agents.read_text(encoding="utf-8")
+    staging = next(e for e in mem.view().entries if e.text == "Staging needs the VPN.")
+    mem.forget(staging.id)  # forgotten elsewhere; the old block still shows it
+    text = text.replace("- Avoid: Never force-push main.\n", "")  # deleted: not taken
+    agents.write_text(text.replace(END, f"- Fact: A line the person added.\n{END}"))
+    for state in (tmp_path / "state").rglob("*.json"):
+        state.unlink()
+    res = _sync(mem, agents)
+    assert res.appended == 1
+    assert _texts(mem) == ["A line the person added.", "Never force-push main.", "Use uv, not pip."]
+    assert any("no record of rendering" in n for n in res.notes)
