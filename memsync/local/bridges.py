@@ -18,6 +18,8 @@ from the view and written back, everything outside it byte for byte as it was.
    limit (for `agents-md`, what is left of Codex's 32 KiB after the file's other bytes)
    and put it where the block was, or, the first time, at the top of the file (after a
    frontmatter), in the file's own line endings;
+   For a `gemini-md` file, the bullets of its legacy `## Gemini Added Memories`
+   sections come in as entries too (never rendered again into its block);
 4. replace the file only if it still holds what was read (`replace_if_unchanged`), else
    read again (a few times, then report).
 
@@ -53,9 +55,11 @@ from memsync.core.bridge_edits import Changes, Line, change_records, diff_block,
 from memsync.core.lines import classify
 from memsync.core.prompt import PromptEntry
 from memsync.core.records import Record
+from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts
+from memsync.core.vendor_memory import entry_id, gemini_md
 from memsync.core.view import build_view
-from memsync.errors import InvalidRecord
+from memsync.errors import InvalidRecord, MemsyncError
 from memsync.local.bridge_files import (
     BridgeRefused,
     Snapshot,
@@ -185,7 +189,9 @@ def _attempt(
                 mem, bridge, machine, Changes(adds=adds), now, out, new_only=True
             )
     outside = text if span is None else text[: span.start] + text[span.stop :]
-    rendered = render_block(live_entries(mem, now), bridge.selection, _limits(bridge, outside))
+    shown = _legacy_gemini(mem, bridge, machine, outside, now, out)
+    entries = [e for e in live_entries(mem, now) if e.id not in shown]
+    rendered = render_block(entries, bridge.selection, _limits(bridge, outside))
     if rendered.left_out:
         out.notes.append(f"{rendered.left_out} entries left out to fit the budget")
     if rendered.withheld:
@@ -202,6 +208,51 @@ def _attempt(
     _save(state, snap.target, rendered, None)
     out.written = True
     return True
+
+
+def _legacy_gemini(
+    mem: Memory, bridge: Bridge, machine: str, outside: str, now: int | None, out: BridgeResult
+) -> set[str]:
+    """For a `gemini-md` file: append the bullets of its legacy `## Gemini Added
+    Memories` sections that the memory does not hold, never held, or forgot (with the
+    ids `memsync import --from gemini-md` gives them); return the ids of them all, which
+    the file already shows (so the block does not show them twice)."""
+    if bridge.format != "gemini-md":
+        return set()
+    try:
+        found = gemini_md(str(bridge.path), outside)
+    except MemsyncError:
+        return set()  # no such section
+    home = bridge.selection.home
+    ids: set[str] = set()
+    records: list[dict[str, Any]] = []
+    at = format_ts(now_us() if now is None else now)
+    with file_lock(mem.path, mem.lock_timeout):
+        index = scan([mem.path]).index
+        seen = {*index.user, *index.inferred, *index.tombs, *index.superseded}
+        for f in found:
+            rid = entry_id("gemini-md", f.kind, home, *f.tags, f.text)
+            ids.add(rid)
+            if rid in seen:
+                continue
+            if secret := find_secrets(f.text):
+                out.notes.append(f"{f.where}: looks like a secret ({', '.join(secret)})")
+                continue
+            seen.add(rid)
+            records.append(
+                {
+                    "id": rid,
+                    "kind": f.kind,
+                    "text": f.text,
+                    "scope": home,
+                    "tags": list(f.tags),
+                    "source": f"bridge:gemini-md@{machine}",
+                    "confidence": 1.0,
+                    "created_at": at,
+                }
+            )
+        out.appended += append_records(mem, records, str(bridge.path))
+    return ids
 
 
 def _decode(snap: Snapshot) -> str:

@@ -15,6 +15,7 @@ import pytest
 from memsync.core.bridge_block import BEGIN, END, Selection, locate
 from memsync.local.bridge_files import read_bridged, replace_if_unchanged
 from memsync.local.bridges import Bridge, remove_block, sync_bridge
+from memsync.local.importers import vendor_records
 from memsync.local.memory import Memory
 from tests.helpers.vendor_files import AGENTS_MD, GEMINI_MD
 
@@ -261,6 +262,26 @@ def test_gemini_legacy_section_is_left_alone_and_the_block_goes_above(
     assert text.count("## Gemini Added Memories") == GEMINI_MD.count("## Gemini Added Memories")
     assert text.index(END) < text.index("## Gemini Added Memories")
     assert _outside(gemini) == GEMINI_MD
+
+
+def test_gemini_legacy_bullets_come_in_once_and_are_not_shown_twice(
+    mem: Memory, tmp_path: Path
+) -> None:
+    gemini = tmp_path / "GEMINI.md"
+    gemini.write_text(GEMINI_MD, encoding="utf-8")
+    res = _sync(mem, gemini, "gemini-md")
+    assert res.appended == 3  # the staging IP is in both sections: one memory
+    _, imported = vendor_records("gemini-md", gemini)
+    ids = {obj["id"] for _, obj in imported}  # the importer's ids: one memory, one id
+    legacy = [e for e in mem.view().entries if e.id in ids]
+    assert sorted(e.text for e in legacy) == [
+        "My preferred programming language is Python.",
+        "Release notes go in CHANGELOG.md.",
+        "The staging server IP is 10.0.0.5.",
+    ]
+    assert {e.source for e in legacy} == {"bridge:gemini-md@m1"}
+    assert not any("10.0.0.5" in line for line in _block(gemini))  # the file shows it
+    assert _sync(mem, gemini, "gemini-md").appended == 0
 
 
 def test_crlf_files_keep_their_line_endings(mem: Memory, tmp_path: Path) -> None:
