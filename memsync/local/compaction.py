@@ -27,7 +27,8 @@ under the lock:
 A kill at any point leaves the old file or the new one in place, never a mix; the next
 compaction removes the temp file and drains an aside link from its recorded offset.
 The file is never truncated or edited in place. A byte order mark at its start (rule 1:
-no part of any line) is not kept: the new file starts with memsync's header.
+no part of any line) is not copied: a rewritten file starts with memsync's header (a file
+already compact is left as it is, mark and all).
 """
 
 from __future__ import annotations
