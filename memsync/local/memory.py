@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,8 +34,10 @@ from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
 from memsync.local.storage import (
     append_bytes,
+    open_for_reading,
     private_dirs,
     read_chunks,
+    read_chunks_fd,
     read_from,
     read_tail,
     write_all,
@@ -291,9 +294,12 @@ class Memory:
 
     def forget_record(self, rid: str, *, now: int | datetime | None = None) -> Record:
         """`forget`, returning the tombstone as a `Record` (no pydantic)."""
-        if self._newest_of(rid) is None:
+        seen = self._newest_of(rid)
+        if seen.newest is None:
             raise UnknownId(str(self.path), rid)
-        return self._append({"id": rid, "deleted": True}, _as_us(now))
+        # The stamp's scan, under the lock, reads only what was appended since this one
+        # (issue 20: one read of the file per `forget`, not two).
+        return self._append({"id": rid, "deleted": True}, _as_us(now), seen=seen)
 
     def compact(
         self,
@@ -324,15 +330,24 @@ class Memory:
             grace_seconds=grace_seconds,
         )
 
-    def _append(self, obj: dict[str, Any], now: int | None, *, fresh_id: bool = False) -> Record:
+    def _append(
+        self,
+        obj: dict[str, Any],
+        now: int | None,
+        *,
+        fresh_id: bool = False,
+        seen: _Newest | None = None,
+    ) -> Record:
         """Stamp, validate (through the one validator, `classify`) and append one record.
-        `fresh_id`: the id was just drawn at random, so no record of it can exist yet."""
+        `fresh_id`: the id was just drawn at random, so no record of it can exist yet;
+        `seen`: a scan of the file for the record's id already made (only what was appended
+        since is read again)."""
         # Before the lock (it takes it): a long-lived `Memory` (a server's) recovers what a
         # compaction killed since it opened left aside, before appending (rule 16).
         recover_after_crash(self.path)
         with file_lock(self.path, self.lock_timeout):
             at = now_us() if now is None else now
-            obj["created_at"] = format_ts(self._stamp(None if fresh_id else obj["id"], at))
+            obj["created_at"] = format_ts(self._stamp(None if fresh_id else obj["id"], at, seen))
             line = msgspec.json.encode(obj)
             parsed = classify(line, source=str(self.path))
             if not isinstance(parsed, Record):
@@ -341,7 +356,7 @@ class Memory:
             append_bytes(self.path, line + b"\n", header=header_line(parsed.ts))
         return parsed
 
-    def _stamp(self, rid: str | None, now: int) -> int:
+    def _stamp(self, rid: str | None, now: int, seen: _Newest | None = None) -> int:
         """The `created_at` for a new record of `rid`: `core.clock.next_stamp` over the
         stamps near the end of the file and the newest record of `rid`."""
         size = self.path.stat().st_size if self.path.exists() else 0
@@ -353,22 +368,33 @@ class Memory:
             rec = classify(raw, source=str(self.path))
             if type(rec) is Record:
                 recent.append(rec.ts)
-        newest = None if rid is None else self._newest_of(rid)
+        newest = None if rid is None else self._newest_of(rid, seen).newest
         return next_stamp(now, recent, newest)
 
-    def _newest_of(self, rid: str) -> int | None:
-        """The newest `created_at` of any record of `rid`; scans only lines naming it."""
+    def _newest_of(self, rid: str, since: _Newest | None = None) -> _Newest:
+        """The newest `created_at` of any record of `rid`; scans only lines naming it.
+        With `since` (an earlier scan for `rid`), only the bytes appended after it, when the
+        file is the one it read (same inode, not shorter); else the whole file."""
         needle = msgspec.json.encode(rid)[1:-1]
-        newest: int | None = None
-        for chunk in read_chunks(self.path):
-            if needle not in b"\n".join(chunk.lines):
-                continue
-            for raw in chunk.lines:
-                if needle in raw:
-                    rec = classify(raw, source=str(self.path))
-                    if type(rec) is Record and rec.id == rid:
-                        newest = rec.ts if newest is None else max(newest, rec.ts)
-        return newest
+        fd = open_for_reading(self.path)
+        try:
+            st = os.fstat(fd)
+            start, newest = 0, None
+            if since is not None and since.ino == st.st_ino and since.end <= st.st_size:
+                start, newest = since.end, since.newest
+            end = start
+            for chunk in read_chunks_fd(fd, start):
+                end = chunk.end
+                if needle not in b"\n".join(chunk.lines):
+                    continue
+                for raw in chunk.lines:
+                    if needle in raw:
+                        rec = classify(raw, source=str(self.path))
+                        if type(rec) is Record and rec.id == rid:
+                            newest = rec.ts if newest is None else max(newest, rec.ts)
+        finally:
+            os.close(fd)
+        return _Newest(newest, st.st_ino, end)
 
     def _current(self, rid: str) -> Record | None:
         from memsync.core.view import Index
@@ -382,6 +408,16 @@ class Memory:
                     if type(rec) is Record and rec.id == rid:
                         index.add(rec)
         return index.current(rid)
+
+
+@dataclass(frozen=True, slots=True)
+class _Newest:
+    """A scan of a file for one id: its newest `created_at` (None: no record), and the
+    file's inode and the offset the scan read to."""
+
+    newest: int | None
+    ino: int
+    end: int
 
 
 def _as_us(value: int | datetime | None) -> int | None:

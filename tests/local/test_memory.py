@@ -245,6 +245,33 @@ def test_forget_beats_a_record_from_a_clock_that_runs_ahead(mem: Memory) -> None
     assert all(r.id != "xxxxxxxxxxxx" for r in mem.view(now=T + timedelta(hours=2)).records)
 
 
+def test_the_stamps_second_scan_reads_only_what_was_appended_since_the_first(mem: Memory) -> None:
+    """Issue 20: `forget` scans the file once; the stamp's scan under the lock reads only
+    the bytes appended since, yet sees a record of the id written there meanwhile (a
+    lock-free writer), and reads the whole file again when it was replaced."""
+    rid = "xxxxxxxxxxxx"
+    append_raw(mem.path, record_line(rid, T))
+    seen = mem._newest_of(rid)
+    assert seen.newest == from_datetime(T)
+    assert seen.end == mem.path.stat().st_size
+    ahead = T + timedelta(hours=1)
+    append_raw(mem.path, record_line(rid, ahead))
+    again = mem._newest_of(rid, seen)
+    assert again.newest == from_datetime(ahead)
+    # A file put in its place (a compaction: another inode) holding a newer record of the
+    # id before the offset read to: read from the start.
+    later = T + timedelta(hours=2)
+    replacement = mem.path.with_name("other.jsonl")
+    replacement.write_bytes(mem.path.read_bytes())
+    append_raw(replacement, record_line(rid, later))
+    lines = replacement.read_bytes().splitlines(keepends=True)
+    replacement.write_bytes(b"".join([lines[0], lines[-1], *lines[1:-1]]))
+    replacement.replace(mem.path)
+    assert mem._newest_of(rid, again).newest == from_datetime(later)
+    tomb = mem.forget(rid, now=T)
+    assert tomb.created_at > later
+
+
 def test_forget_beats_a_record_far_in_the_future(mem: Memory) -> None:
     """Even beyond the 24 h bound, a tombstone of X is stamped after X's newest record."""
     far = T + timedelta(days=2)
