@@ -338,7 +338,7 @@ def merge_steps(
     records, ask again for supersession targets when there are any, judge.
 
     Sans-I/O, like h11: the caller drives it and does the reading, from memory
-    (`plan_merge`), a streamed file or the persistent index (`memsync.local.merge`).
+    (`plan_merge`), a streamed file or the persistent index (`memsync.local.destination`).
     """
     inc = Incoming()
     seen: set[int] = set()

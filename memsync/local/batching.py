@@ -26,7 +26,7 @@ from memsync.core.lines import BadLine, classify
 from memsync.core.merge import Held, MergePlan, Withheld
 from memsync.core.records import Record
 from memsync.core.scan import line_digest, quick_id
-from memsync.local.compaction_parts import Spill
+from memsync.local.spill import Spill
 
 __all__ = [
     "BATCH_LINES",

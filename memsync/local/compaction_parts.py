@@ -4,7 +4,7 @@ makes of the whole file, and the output the same bytes.
 
 Every rule of compaction but one looks at the records of one id at a time (rule 15, cases
 1 to 5 and 7 of `memsync.core.compaction`'s docstring), so the lines are first split by id
-into anonymous temporary files (`Parts`), each planned alone. The exception is the choice
+into anonymous temporary files (`Spill`), each planned alone. The exception is the choice
 of superseding records (case 6): it compares records of many ids that supersede one
 target. A candidate's rank depends on its own id's records only, so the ids that supersede
 something (about 1% of a real file's, found in pass 1) are read again and planned alone
@@ -21,7 +21,6 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import xxhash
 
@@ -38,7 +37,8 @@ from memsync.core.records import Record
 from memsync.core.scan import lines_naming, quick_id, superseding_lines
 from memsync.local.progress import Progress
 from memsync.local.reading import no_gc
-from memsync.local.storage import CHUNK_BYTES, read_chunks_fd
+from memsync.local.spill import Spill
+from memsync.local.storage import read_chunks_fd
 
 __all__ = ["PART_BYTES", "Parted", "PartedPlan", "Spill", "plan_parted", "split_file"]
 
@@ -47,47 +47,6 @@ PART_BYTES = 32 * 1024 * 1024
 (a partition's records, parsed, take about twice to three times its size)."""
 
 _TS_SHIFT = 1 << 62  # makes every instant (year 1 onwards) a positive 20-digit number
-_FLUSH = 1 << 20
-_RUN_READ = 1 << 20
-
-
-class Spill:
-    """Lines written to an anonymous temporary file, read back in chunks. Anonymous (no
-    name in the folder, or unlinked at once): a killed compaction leaves nothing behind."""
-
-    def __init__(self, folder: Path) -> None:
-        # Closed by `close()`, which every owner calls in a `finally`.
-        import tempfile  # only for a large file's compaction: not on every command's path
-
-        self.file: IO[bytes] = tempfile.TemporaryFile(dir=folder, prefix=".memsync-spill-")  # noqa: SIM115
-        self._buffer: list[bytes] = []
-        self._size = 0
-
-    def add(self, line: bytes) -> None:
-        self._buffer.append(line)
-        self._size += len(line) + 1
-        if self._size > _FLUSH:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._buffer:
-            self._buffer.append(b"")
-            self.file.write(b"\n".join(self._buffer))
-            self._buffer, self._size = [], 0
-        self.file.flush()
-
-    def chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[bytes]]:
-        self.flush()
-        for chunk in read_chunks_fd(self.file.fileno(), chunk_bytes=chunk_bytes, keep_long=True):
-            yield chunk.lines
-
-    def lines(self) -> Iterator[bytes]:
-        # Small reads: the heap merge reads every run at once.
-        for lines in self.chunks(_RUN_READ):
-            yield from lines
-
-    def close(self) -> None:
-        self.file.close()
 
 
 def _numbered(lines: list[bytes]) -> list[tuple[int, bytes]]:

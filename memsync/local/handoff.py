@@ -25,7 +25,7 @@ from memsync.core.records import Record
 from memsync.core.scan import superseding_lines
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, build_view
 from memsync.local.batching import Batch, by_counts, in_order
-from memsync.local.compaction_parts import PART_BYTES, Spill, split_file
+from memsync.local.compaction_parts import split_file
 from memsync.local.destination import Streamed
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
@@ -33,9 +33,14 @@ from memsync.local.lock import DEFAULT_TIMEOUT
 from memsync.local.merge import MergeResult, merge_batches
 from memsync.local.progress import Progress
 from memsync.local.reading import no_gc, scan
+from memsync.local.spill import Spill
 from memsync.local.storage import file_size, private_dirs, read_chunks
 
-__all__ = ["PART_BYTES", "chosen_lines", "handoff"]
+__all__ = ["PARTITION_BYTES", "chosen_lines", "handoff"]
+
+PARTITION_BYTES = 32 * 1024 * 1024
+"""A source larger than this is handed off in partitions by id of about this many bytes
+(a partition's records, parsed, take about twice to three times its size)."""
 
 
 def _ids_of(path: Path) -> set[str]:
@@ -64,7 +69,7 @@ def handoff(
     tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14):
     the chosen lines go through the merge driver (`merge_batches`), DEST streamed."""
     at = now_us() if now is None else now
-    if file_size(src) > PART_BYTES:
+    if file_size(src) > PARTITION_BYTES:
         return _handoff_partitioned(src, dest, selection, at, dry_run, lock_timeout, progress)
     dest_ids = _ids_of(dest)
     superseding: list[Record] = []
@@ -149,7 +154,7 @@ def chosen_lines(
     recover_after_crash(src)  # lines a killed compaction left aside (rule 16)
     name = str(src)
     size = src.stat().st_size
-    count = max(1, -(-size // PART_BYTES))
+    count = max(1, -(-size // PARTITION_BYTES))
     superseded = _supersessions(src)
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     out = Spill(folder)
@@ -160,7 +165,7 @@ def chosen_lines(
         try:
             for i, part in enumerate(parted.parts):
                 chosen = 0
-                for raw in _part_chosen(part, name, dest_ids, superseded, selection, now):
+                for raw in _partition_chosen(part, name, dest_ids, superseded, selection, now):
                     out.add(raw)
                     chosen += 1
                 counts.append(chosen)
@@ -177,7 +182,7 @@ def chosen_lines(
     return out, counts
 
 
-def _part_chosen(
+def _partition_chosen(
     part: Spill,
     name: str,
     dest_ids: set[str],

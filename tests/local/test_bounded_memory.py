@@ -250,7 +250,7 @@ def test_a_handoff_in_partitions_appends_what_the_whole_file_handoff_does(
     whole.write_bytes(held)
     parted.write_bytes(held)
     one = handoff(src, whole, selection, now=NOW)
-    monkeypatch.setattr(memsync.local.handoff, "PART_BYTES", 4096)
+    monkeypatch.setattr(memsync.local.handoff, "PARTITION_BYTES", 4096)
     monkeypatch.setattr(memsync.local.batching, "BATCH_LINES", 50_000)
     many = handoff(src, parted, selection, now=NOW)
     assert one.appended > 0

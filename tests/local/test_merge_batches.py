@@ -16,10 +16,10 @@ import memsync.local.merge
 from memsync.core.records import Record
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.local.compaction import compact_file
-from memsync.local.compaction_parts import Spill
 from memsync.local.fresh import header_line
 from memsync.local.merge import merge_indexed
 from memsync.local.reading import view_of
+from memsync.local.spill import Spill
 from memsync.local.statedir import StateDir
 from memsync.local.storage import Chunk
 
