@@ -15,7 +15,9 @@ id on every machine) and `source` "bridge:claude-auto-memory@<machine>"; one alr
 the memory, forgotten or superseded there is not appended again. A file Claude rewrote
 supersedes what it said before; a file Claude deleted is a tombstone, unless every one
 went at once (a moved or wiped folder: no deletion, reported). A file of memsync's that
-Claude edited supersedes the entry it showed.
+Claude edited supersedes the entry it showed. A file of Claude's whose entry was deleted
+or superseded (here or on another machine) is deleted, if it still holds what was read,
+with its pointer line in `MEMORY.md`.
 
 Out: the entries of the selection that Claude's own files do not already hold are
 written as files of Claude's shape (`core.claude_files`), as many as `MEMORY.md`'s limit
@@ -157,18 +159,27 @@ def find_memory_folder(project: Path, claude_dir: Path | None = None) -> Path:
 @dataclass
 class _State:
     """What this machine knows of the folder: memsync's files (name: id and digest of
-    what was written) and Claude's (name: id of the entry it became)."""
+    what was written) and Claude's (name: id of the entry it became, digest of what was
+    read, and "alive": "1" once that entry was seen alive in the view)."""
 
     ours: dict[str, dict[str, str]] = field(default_factory=dict)
-    theirs: dict[str, str] = field(default_factory=dict)
+    theirs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> _State:
         try:
             doc = json.loads(path.read_bytes())
-            return cls(dict(doc["ours"]), dict(doc["theirs"]))
+            theirs = {  # an id alone: what the first version kept
+                k: v if isinstance(v, dict) else {"id": v, "sha": "", "alive": ""}
+                for k, v in doc["theirs"].items()
+            }
+            return cls(dict(doc["ours"]), theirs)
         except (FileNotFoundError, ValueError, KeyError, TypeError):
             return cls()
+
+    def claudes(self) -> set[str]:
+        """The ids of the entries Claude's own files hold."""
+        return {t["id"] for t in self.theirs.values()}
 
     def save(self, state: StateDir, path: Path) -> None:
         doc = {"ours": self.ours, "theirs": self.theirs}
@@ -229,6 +240,8 @@ def _ingest(
 
         def entry(kind: str, text: str, tags: tuple[str, ...], supersedes: str | None) -> str:
             rid = entry_id("claude-auto-memory", kind, home, *tags, text)
+            if rid == supersedes:
+                return rid  # the same memory (its file was only touched)
             if supersedes is not None or rid in index.superseded:
                 rid = entry_id("claude-auto-memory", kind, home, *tags, text, supersedes or "")
             if rid not in seen:
@@ -264,16 +277,16 @@ def _ingest(
                     known.ours[p.name]["sha"] = _digest(text)
                     entry(found[0].kind, found[0].text, found[0].tags, mine["id"])
                 continue
+            before = known.theirs.get(p.name)
+            if before is not None and before["sha"] == _digest(text):
+                continue  # as it was read last time
             found = claude_memory(p.name, text)
             if not found or _secret(found[0].text, p, out):
                 continue
-            before = known.theirs.get(p.name)
-            rid = entry_id("claude-auto-memory", found[0].kind, home, *found[0].tags, found[0].text)
-            if before is not None and before != rid:
-                rid = entry(found[0].kind, found[0].text, found[0].tags, before)
-            else:
-                rid = entry(found[0].kind, found[0].text, found[0].tags, None)
-            known.theirs[p.name] = rid
+            # Claude rewrote a file it had written: what it says now supersedes.
+            was = None if before is None else before["id"]
+            rid = entry(found[0].kind, found[0].text, found[0].tags, was)
+            known.theirs[p.name] = {"id": rid, "sha": _digest(text), "alive": ""}
         gone = [n for n in known.theirs if n not in names]
         if gone and len(gone) == len(known.theirs) >= MASS_DELETION:
             out.notes.append(
@@ -282,7 +295,7 @@ def _ingest(
             )
         else:
             for n in gone:
-                rid = known.theirs[n]
+                rid = known.theirs[n]["id"]
                 records.append(
                     {"id": rid, "deleted": True, "created_at": format_ts(_after(index, rid, at))}
                 )
@@ -323,11 +336,14 @@ def _render(
 ) -> None:
     """Write memsync's files and its block of `MEMORY.md`; delete its files no longer
     selected."""
-    claudes = set(known.theirs.values())
-    entries = [e for e in live_entries(mem, now) if e.id not in claudes]
+    live = live_entries(mem, now)
+    dropped = _forget_claudes(folder, known, {e.id for e in live}, out)
+    claudes = known.claudes()
+    entries = [e for e in live if e.id not in claudes]
     index = folder / "MEMORY.md"
     snap = read_bridged(index)
-    text = "" if snap.data is None else snap.data.decode("utf-8", errors="replace")
+    original = "" if snap.data is None else snap.data.decode("utf-8", errors="replace")
+    text = _without_pointers(original, dropped)
     span = locate(text)
     outside = text if span is None else text[: span.start] + text[span.stop :]
     room = Limits(
@@ -357,12 +373,44 @@ def _render(
         new = text + ("" if not text or text.endswith("\n") else "\n") + block.text
     else:
         new = text[: span.start] + block.text + text[span.stop :]
-    if new != text and replace_if_unchanged(snap, new.encode("utf-8")):
+    if new != original and replace_if_unchanged(snap, new.encode("utf-8")):
         out.written = True
-    elif new != text:
+    elif new != original:
         out.notes.append(
             f"{index} changed while memsync wrote it: its block waits for the next sync"
         )
+
+
+def _forget_claudes(folder: Path, known: _State, alive: set[str], out: BridgeResult) -> set[str]:
+    """Delete Claude's files whose entry was alive and no longer is (deleted or
+    superseded, here or on another machine: a deletion reaches Claude too), if they
+    still hold what was read; the names deleted."""
+    dropped = set()
+    for name, t in list(known.theirs.items()):
+        if t["id"] in alive:
+            t["alive"] = "1"
+            continue
+        path = folder / name
+        if t.get("alive") and path.is_file() and _digest(_read(path)) == t["sha"]:
+            path.unlink()
+            del known.theirs[name]
+            dropped.add(name)
+            out.written = True
+            out.notes.append(f"{path}: its memory was forgotten or replaced: deleted")
+    return dropped
+
+
+def _without_pointers(text: str, names: set[str]) -> str:
+    """`MEMORY.md`'s text without the pointer lines to the files `names` (Claude's own
+    format: one line a memory; a pointer to a deleted file would dangle)."""
+    if not names:
+        return text
+    pointer = re.compile(
+        r"^\s*[-*+]\s+\[[^\]]*\]\((" + "|".join(map(re.escape, names)) + r")(#[^)]*)?\).*$"
+    )
+    return "".join(
+        line for line in text.splitlines(keepends=True) if not pointer.match(line.rstrip("\r\n"))
+    )
 
 
 def remove_claude_bridge(

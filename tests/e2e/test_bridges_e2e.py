@@ -101,6 +101,8 @@ def test_a_claude_memory_on_a_reaches_bs_bridges_and_bs_deletion_reaches_a(
     a_agents = a.root / "repo" / "AGENTS.md"
     wait_for(lambda: FACT not in a_agents.read_text(), "... and A's AGENTS.md block")
     wait_for(lambda: FACT not in b_claude.read_text(), "... and B's CLAUDE.md block")
+    deploys = _memory_folder(a) / "project_deploys.md"
+    wait_for(lambda: not deploys.exists(), "... and Claude's own memory file on A")
     assert FACT not in _texts(b)
 
     # An agent rewrites B's CLAUDE.md without the block: no deletion anywhere.

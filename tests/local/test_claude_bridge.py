@@ -142,6 +142,32 @@ def test_claudes_edit_supersedes_and_its_deletion_tombstones(
     assert any("answers with examples" in t for t in texts)
     assert not any("terse answers without" in t for t in texts)
     assert not any("Auth tokens rotate" in t for t in texts)
+    # Read again, the files say nothing new (an edit is taken once).
+    assert _sync(mem, repo, claude).appended == 0  # type: ignore[attr-defined]
+    assert _sync(mem, repo, claude).appended == 0  # type: ignore[attr-defined]
+
+
+def test_a_memory_forgotten_elsewhere_leaves_claudes_folder_too(
+    repo: Path, claude: Path, tmp_path: Path
+) -> None:
+    folder = claude_project(claude, repo)
+    mem = Memory.open(tmp_path / "me.jsonl")
+    _sync(mem, repo, claude)
+    debugging = next(e for e in mem.view().entries if "Auth tokens rotate" in e.text)
+    mem.forget(debugging.id)  # as a deletion arriving from another machine
+    res = _sync(mem, repo, claude)
+    assert not (folder / "debugging.md").exists()
+    index = (folder / "MEMORY.md").read_text()
+    assert "(debugging.md)" not in index  # its pointer went with it, nothing else did
+    assert index.startswith(
+        CLAUDE_INDEX.replace(
+            "- [Debugging patterns](debugging.md) — auth token rotation, DB connection troubleshooting\n",
+            "",
+        )
+    )
+    assert (folder / "user_role.md").exists()
+    assert res.appended == 0  # type: ignore[attr-defined]
+    assert _sync(mem, repo, claude).appended == 0  # type: ignore[attr-defined]
 
 
 def test_every_file_gone_at_once_is_no_deletion(repo: Path, claude: Path, tmp_path: Path) -> None:
