@@ -63,20 +63,27 @@ def acknowledged_for(
     a word on it (compaction then keeps every tombstone unless told `ALL`, as
     `compact_memory` tells it for such a file). Its digest stores stay open for the
     predicate's life; `_acknowledgements` closes them."""
-    return _acknowledged(state_dir, memory, remotes, replica, ExitStack())
+    return _acknowledged(state_dir, memory, remotes, replica, ExitStack(), weighed=True)
 
 
 @contextmanager
 def _acknowledgements(
-    state_dir: StateDir, memory: str, remotes: Sequence[str], replica: str
+    state_dir: StateDir, memory: str, remotes: Sequence[str], replica: str, *, weighed: bool
 ) -> Iterator[Callable[[Record], bool] | None]:
-    """`acknowledged_for`, with its digest stores closed at the end of the block."""
+    """`acknowledged_for`, with its digest stores closed at the end of the block; without
+    `weighed`, for our own hub files (whatever a tombstone there deletes goes with it)."""
     with ExitStack() as stores:
-        yield _acknowledged(state_dir, memory, remotes, replica, stores)
+        yield _acknowledged(state_dir, memory, remotes, replica, stores, weighed=weighed)
 
 
 def _acknowledged(
-    state_dir: StateDir, memory: str, remotes: Sequence[str], replica: str, stores: ExitStack
+    state_dir: StateDir,
+    memory: str,
+    remotes: Sequence[str],
+    replica: str,
+    stores: ExitStack,
+    *,
+    weighed: bool,
 ) -> Callable[[Record], bool] | None:
     if not remotes:
         return None
@@ -93,7 +100,7 @@ def _acknowledged(
         }
         covered = covered_snapshot([snapshot_of(d) for d in state.snapshots], others)
         store = stores.enter_context(DigestStore(state_dir.hub_index(memory, remote)))
-        checks.append(_check(store, covered))
+        checks.append(_check(store, covered, state.own_compacted_at if weighed else None, weighed))
 
     def by_every_hub(rec: Record) -> bool:
         return all(check(rec) for check in checks)
@@ -101,9 +108,22 @@ def _acknowledged(
     return by_every_hub
 
 
-def _check(store: DigestStore, covered: Snapshot | None) -> Callable[[Record], bool]:
-    """One hub's word on a tombstone: when the store saw it, judged by the core."""
-    return lambda rec: acknowledged(store.seen_at(rec.raw), covered)
+def _check(
+    store: DigestStore, covered: Snapshot | None, weighed: int | None, weigh: bool
+) -> Callable[[Record], bool]:
+    """One hub's word on a tombstone: when the store saw it, judged by the core; and our
+    own hub file compacted since (`weighed`, `compact_own_hub_file` with the local file),
+    so that it holds nothing the tombstone deletes (issue 24, residual (b)): dropped from
+    the local file first, the tombstone would leave such an entry alive in our hub file
+    for any replica that reads it from the start (a lost state directory, a new one)."""
+
+    def check(rec: Record) -> bool:
+        seen = store.seen_at(rec.raw)
+        if weigh and (seen is None or weighed is None or seen > weighed):
+            return False
+        return acknowledged(seen, covered)
+
+    return check
 
 
 @dataclass
@@ -134,10 +154,12 @@ def compact_memory(
     force: bool = False,
     progress: Progress | None = None,
 ) -> MemoryCompaction:
-    """Compact one memory (rules 15 and 16): the local file `path`, keeping every tombstone
-    some replica of `remotes` has not read yet, then this replica's own file in each hub
-    whose transport is given (`transports`: the daemon's open connections; the command
-    line passes none and compacts only the local file). `codecs` are the remotes' hub
+    """Compact one memory (rules 15 and 16): this replica's own file in each hub whose
+    transport is given (`transports`: the daemon's open connections; the command line
+    passes none), weighed against the local file while it still holds every tombstone;
+    then the local file `path`, keeping every tombstone some replica of `remotes` has not
+    read yet, or that was seen since our own hub file was last weighed (`_check`: the
+    command line's compaction keeps it for the daemon's). `codecs` are the remotes' hub
     codecs (issue 12: an encrypted hub file is compacted as records, written back
     encrypted); a remote without one is plain. `force`: do not wait for the local file's
     quiet period (`compact_file`; the daemon, after too many postponements).
@@ -150,7 +172,9 @@ def compact_memory(
         raise ValueError("compact_memory: remotes need the state directory")
     hub_files: dict[str, tuple[int, int] | None] = {}
     hub_errors: dict[str, MemsyncError] = {}
-    with _acknowledgements(state_dir or StateDir(Path()), memory, remotes, replica) as hubs:
+    with _acknowledgements(
+        state_dir or StateDir(Path()), memory, remotes, replica, weighed=False
+    ) as hubs:
         # A file no hub shares: every old tombstone may go (no replica can hold it back).
         ack: Acknowledgements = hubs if remotes else ALL
         ours = [(name, t) for name in remotes if (t := (transports or {}).get(name)) is not None]
@@ -176,6 +200,10 @@ def compact_memory(
                     )
                 except MemsyncError as exc:
                     hub_errors[name] = exc
+    # The local file's word: the hub compactions above may have just weighed our hub files.
+    with _acknowledgements(
+        state_dir or StateDir(Path()), memory, remotes, replica, weighed=True
+    ) as hubs:
         local = compact_file(
             path,
             now=now,
@@ -183,7 +211,7 @@ def compact_memory(
             quiet_seconds=quiet_seconds,
             grace_seconds=grace_seconds,
             dry_run=dry_run,
-            acknowledged=ack,
+            acknowledged=hubs if remotes else ALL,
             force=force,
             progress=progress,
         )
@@ -224,6 +252,8 @@ def compact_own_hub_file(
     with pass_lock(state_dir, memory, remote):
         state = SyncState.load(state_dir.sync_state(memory, remote))
         size = transport.size(memory, own)
+        if not size and not state.own_size and local is not None:
+            _weighed(state, state_dir, memory, remote, at)  # no file of ours: nothing in it
         if not size or size != state.own_size:
             return None  # unknown to us: the next pass checks it first
         blocks: list[bytes] = []
@@ -258,6 +288,9 @@ def compact_own_hub_file(
             codec.encode_line(r.raw) + b"\n" for r in plan.keep if r.raw in ours
         )
         if len(new) >= size:
+            dropped = set(plan.dropped) - {"header", "blank", "duplicate"}
+            if local is not None and not dropped:  # it holds nothing the local file deletes
+                _weighed(state, state_dir, memory, remote, at)
             fragmented = getattr(transport, "fragmented", None)  # S3Transport's
             if fragmented is None or not fragmented(memory, own):
                 return None
@@ -273,6 +306,8 @@ def compact_own_hub_file(
         transport.replace(memory, own, new)
         state.own_size, state.own_tail = len(new), b64(new[-HUB_TAIL_BYTES:])
         state.own_generation = generation
+        if local is not None:
+            state.own_compacted_at = at
         state.save(state_dir.sync_state(memory, remote))
         replace_done(state_dir, memory, remote)
         return size, len(new)
@@ -280,7 +315,7 @@ def compact_own_hub_file(
 
 def _fold_held(survey: Survey, local: Path, hub_index: Path) -> None:
     """Fold into `survey` the records of `local` that the hub holds (as pushed: without a
-    CRLF line's "\r"), a chunk at a time. A missing local file adds nothing."""
+    CRLF line's "\\r"), a chunk at a time. A missing local file adds nothing."""
     with DigestStore(hub_index) as store:
         try:
             for chunk in read_chunks(local):
@@ -289,3 +324,10 @@ def _fold_held(survey: Survey, local: Path, hub_index: Path) -> None:
                 survey.fold((raw for raw in held if line_digest(raw) in known), source=str(local))
         except FileNotFoundError:
             return
+
+
+def _weighed(state: SyncState, state_dir: StateDir, memory: str, remote: str, at: int) -> None:
+    """Record that our own hub file, as it is, was compacted against the local file at
+    `at`: the local file's tombstones seen by then may go (`_check`)."""
+    state.own_compacted_at = at
+    state.save(state_dir.sync_state(memory, remote))

@@ -116,6 +116,9 @@ class SyncState:
     snapshots: list[SnapshotDoc] = field(default_factory=list)  # see memsync.core.watermarks
     marks: dict[str, MarksDoc] = field(default_factory=dict)  # peers' watermarks
     replica: str | None = None  # the replica id, so the file, the own_* fields are about
+    # When our own hub file was last compacted against the local file (None: not since
+    # this state was made): the local file's tombstones seen before may go (issue 24).
+    own_compacted_at: int | None = None
 
     @classmethod
     def load(cls, path: Path) -> SyncState:

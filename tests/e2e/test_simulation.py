@@ -677,6 +677,19 @@ def test_a_peer_hub_file_rewritten_after_a_tombstone_went_brings_nothing_back(
     for name in "abab":
         sync(name)
     sim.time += 3600 * SECOND  # past the horizon
+    # b's own hub file weighed against its local file first, as `compact_memory` does:
+    # only then may the local file drop the tombstones (issue 24, residual (b)).
+    compact_own_hub_file(
+        memory=MEMORY,
+        remote=REMOTE,
+        transport=sim.transport("b"),
+        replica="b",
+        state_dir=StateDir(sim.state("b")),
+        horizon=round(HORIZON_DAYS * 86_400 * SECOND),
+        acknowledged=None,
+        now=sim.now("b"),
+        local=sim.path("b"),
+    )
     dropped = compact_file(
         sim.path("b"),
         now=sim.now("b"),

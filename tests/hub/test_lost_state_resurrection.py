@@ -9,10 +9,10 @@ back to life on `a`, and on any new replica. Now a compaction of our own hub fil
 it against the local file's records the hub holds, before the local file drops them: X
 leaves `a`'s hub file while `a`'s local file still holds the tombstone.
 
-Left open: a local file compacted without our hub file (`memsync compact` on the command
-line, or a hub out of reach at that moment) may still drop the tombstone first; and a
-peer's compaction may drop it from its hub file before ours runs (a new machine reading
-both in between sees X).
+The local file keeps an acknowledged tombstone until our hub file was compacted against
+it since the tombstone was seen (`memsync compact` alone, or a hub out of reach, no longer
+drops it first). Left open: a peer's compaction may drop the tombstone from its hub file
+before ours is compacted (a new machine reading both in between sees X).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 
 from memsync.config import load_config
 from memsync.config.wiring import open_remote
-from memsync.core.timestamps import SECOND
+from memsync.core.timestamps import SECOND, format_ts
 from memsync.hub.compaction import compact_memory
 from memsync.local.fresh import now_us
 from memsync.local.statedir import StateDir
@@ -51,7 +51,13 @@ def _compact_as_the_daemon_does(replica: Replica, now: int) -> None:
 
 
 @pytest.mark.slow
-def test_a_lost_state_directory_brings_no_forgotten_entry_back(tmp_path: Path, hub: Path) -> None:
+@pytest.mark.parametrize("cli_first", [False, True], ids=["daemon", "memsync-compact-first"])
+def test_a_lost_state_directory_brings_no_forgotten_entry_back(
+    tmp_path: Path, hub: Path, cli_first: bool
+) -> None:
+    """`memsync-compact-first`: the local file compacted alone first (the command line has
+    no hub connection): it keeps the tombstone until our hub file is weighed, so that the
+    daemon's compaction still finds it there."""
     a = make_replica(tmp_path, "a", str(hub), replica_id="a")
     b = make_replica(tmp_path, "b", str(hub), replica_id="b")
     x = a.memory().add("fact", "Doomed: the staging bucket is public.").id
@@ -63,6 +69,14 @@ def test_a_lost_state_directory_brings_no_forgotten_entry_back(tmp_path: Path, h
         r.sync()
 
     later = now_us() + 2 * DAY  # past the horizon
+    if cli_first:
+        at = format_ts(later)
+        for r in (a, b):
+            done = r.cli(
+                "compact", str(r.path), "--quiet-seconds", "0", "--horizon-days", "1", "--now", at
+            )
+            assert done.rc == 0, done.out + done.err
+        assert x.encode() in a.path.read_bytes()  # the tombstone stays
     _compact_as_the_daemon_does(b, later)
     _compact_as_the_daemon_does(a, later)
     assert x.encode() not in a.path.read_bytes()  # acknowledged: the tombstone went
