@@ -343,7 +343,13 @@ def _render(
     index = folder / "MEMORY.md"
     snap = read_bridged(index)
     original = "" if snap.data is None else snap.data.decode("utf-8", errors="replace")
-    text = _without_pointers(original, dropped)
+    span = locate(original)
+    if span is None:
+        text = _without_pointers(original, dropped)
+    else:
+        before, after = original[: span.start], original[span.stop :]
+        text = _without_pointers(before, dropped) + original[span.start : span.stop]
+        text += _without_pointers(after, dropped)
     span = locate(text)
     outside = text if span is None else text[: span.start] + text[span.stop :]
     room = Limits(
@@ -401,13 +407,12 @@ def _forget_claudes(folder: Path, known: _State, alive: set[str], out: BridgeRes
 
 
 def _without_pointers(text: str, names: set[str]) -> str:
-    """`MEMORY.md`'s text without the pointer lines to the files `names` (Claude's own
-    format: one line a memory; a pointer to a deleted file would dangle)."""
-    if not names:
-        return text
-    pointer = re.compile(
-        r"^\s*[-*+]\s+\[[^\]]*\]\((" + "|".join(map(re.escape, names)) + r")(#[^)]*)?\).*$"
-    )
+    """Text of `MEMORY.md` outside memsync's block without the pointer lines to the files
+    `names` (a pointer to a deleted file would dangle) nor to memsync's own files (Claude,
+    rewriting its index, may copy memsync's pointers out of the block: they would show a
+    memory twice). Claude's own format: one line a memory."""
+    files = [*map(re.escape, sorted(names)), r"memsync_[A-Za-z0-9_-]{1,64}\.md"]
+    pointer = re.compile(r"^\s*[-*+]\s+\[[^\]]*\]\((" + "|".join(files) + r")(#[^)]*)?\).*$")
     return "".join(
         line for line in text.splitlines(keepends=True) if not pointer.match(line.rstrip("\r\n"))
     )

@@ -221,3 +221,27 @@ def test_the_index_keeps_within_200_lines_with_claudes_own(
     assert "Fact number 299." in index  # the highest confidence kept
     assert index.count(BEGIN) == 1
     assert index.count(END) == 1
+
+
+def test_claude_rewriting_its_index_never_shows_a_memory_twice(
+    repo: Path, claude: Path, tmp_path: Path
+) -> None:
+    """Claude rewrites an over-long MEMORY.md whole: here it kept memsync's pointers but
+    dropped the markers. The block comes back, the copies go, Claude's lines stay."""
+    folder = claude_project(claude, repo)
+    mem = Memory.open(tmp_path / "me.jsonl")
+    mem.add("fact", "The build takes 45 s.")
+    _sync(mem, repo, claude)
+    index = folder / "MEMORY.md"
+    span = locate(index.read_text())
+    assert span is not None
+    rewritten = "# Memory Index\n" + "".join(x + "\n" for x in span.inner)
+    rewritten += "- [Debugging patterns](debugging.md) — auth tokens\n"
+    index.write_text(rewritten)
+    res = _sync(mem, repo, claude)
+    assert res.appended == 0  # type: ignore[attr-defined]
+    text = index.read_text()
+    [ours] = folder.glob("memsync_*.md")
+    assert text.count(f"({ours.name})") == 1
+    assert text.startswith("# Memory Index\n- [Debugging patterns](debugging.md) — auth tokens\n")
+    assert locate(text) is not None
