@@ -244,20 +244,36 @@ def test_a_fresh_encrypted_state_checks_adoption_before_rewriting_our_hub_file(
     assert own.read_bytes() == before
 
 
+def replace_own_hub_file(
+    kind: str, replica: Replica, hub: Path, request: pytest.FixtureRequest, data: bytes
+) -> None:
+    """Replace our hub file with `data` as another writer would (a rename; on S3 a PUT)."""
+    name = replica.replica_id + ".jsonl"
+    if kind != "s3":
+        own = hub_file(hub, replica)
+        tmp = own.with_name(".other")
+        tmp.write_bytes(data)
+        tmp.replace(own)
+        return
+    server: S3Server = request.getfixturevalue("s3_server")
+    url = next(iter(replica.remotes.values()))
+    bucket = url.removeprefix("s3://").split("/", 1)[0]
+    S3Transport(bucket, "hub", client=server.client()).replace(MEMORY, name, data)
+
+
 def test_our_hub_file_replaced_by_another_installation_at_the_same_length_is_a_clash(
-    tmp_path: Path, hub: Path
+    kind: str, make: Make, hub: Path, request: pytest.FixtureRequest
 ) -> None:
     """Issue 24, item 19 (c): our hub file replaced by another installation (a second
     machine with our replica id compacting "its" file) with exactly as many bytes, and
     the same last line: the size and the last bytes say nothing. The header's generation
     token does (every replace writes a new one): a clash, and nothing appended to it."""
-    laptop = make_replica(tmp_path, "laptop", str(hub))
+    laptop = make("laptop")
     mem = laptop.memory()
     mem.add("fact", "The deploy runs on Mondays.")
     mem.add("fact", "The last line, the same after the rewrite.")
     laptop.sync()
-    own = hub_file(hub, laptop)
-    header, first, last = own.read_bytes().splitlines(keepends=True)
+    header, first, last = own_hub_bytes(kind, laptop, hub, request).splitlines(keepends=True)
     doc = json.loads(header)
     doc["generation"], doc["install"] = "0123456789abcdef", "fedcba9876543210"
     other_header = json.dumps(doc, separators=(",", ":")).encode() + b"\n"
@@ -265,15 +281,13 @@ def test_our_hub_file_replaced_by_another_installation_at_the_same_length_is_a_c
     assert len(other_header) == len(header)
     assert len(other_first) == len(first)
     other = other_header + other_first + last
-    tmp = own.with_name(".other")
-    tmp.write_bytes(other)
-    tmp.replace(own)  # a replace, as every memsync writes one
+    replace_own_hub_file(kind, laptop, hub, request, other)
 
     mem.add("fact", "Not to be appended to another machine's file.")
     result = laptop.cli("sync")
     assert result.rc == 1, result.out
     assert "another machine uses the replica id 'laptop'" in result.out
-    assert own.read_bytes() == other
+    assert own_hub_bytes(kind, laptop, hub, request) == other
 
 
 def test_our_own_replace_at_the_same_length_is_ours_by_its_intent(
