@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ from memsync.local.bridge_files import (
     replace_if_unchanged,
 )
 from memsync.local.fresh import header_line, now_us
-from memsync.local.lock import file_lock
+from memsync.local.lock import file_lock, held
 from memsync.local.memory import Memory
 from memsync.local.reading import scan
 from memsync.local.statedir import StateDir, StateDirLike
@@ -80,6 +81,7 @@ __all__ = [
     "BridgeResult",
     "append_records",
     "live_entries",
+    "one_sync_at_a_time",
     "remove_block",
     "sync_bridge",
 ]
@@ -89,6 +91,8 @@ BLOCK_FORMATS = ("agents-md", "claude-md", "gemini-md", "markdown")
 
 ATTEMPTS = 5
 """How many times a file that keeps changing under memsync is read again."""
+LOCK_SECONDS = 30.0
+"""How long a sync waits for another process's sync of the same bridge."""
 
 _DEFAULT_KIND = {"agents-md": "preference", "claude-md": "preference"}
 
@@ -142,6 +146,37 @@ def sync_bridge(
     state = StateDir.of(state_dir)
     result = BridgeResult(str(bridge.path))
     mem = Memory.open(memory)
+    try:
+        with one_sync_at_a_time(state, bridge.path):
+            return _sync(mem, bridge, machine, state, now, result)
+    except MemsyncError as exc:
+        result.refused = str(exc)
+        return result
+
+
+def one_sync_at_a_time(state: StateDir, bridged: Path) -> AbstractContextManager[None]:
+    """Hold the bridge's lock (`StateDir.bridge_lock`) for the `with` block.
+
+    Raises:
+        MemsyncError: another process held it for `LOCK_SECONDS`.
+    """
+    return held(
+        state.bridge_lock(bridged),
+        LOCK_SECONDS,
+        lambda: MemsyncError(f"{bridged}: another memsync is syncing it; try again"),
+    )
+
+
+def _sync(
+    mem: Memory,
+    bridge: Bridge,
+    machine: str,
+    state: StateDir,
+    now: int | None,
+    result: BridgeResult,
+) -> BridgeResult:
+    """Read, ingest, render and replace until the file stays still meanwhile (at most
+    `ATTEMPTS` times); a refusal ends it."""
     for _ in range(ATTEMPTS):
         try:
             if _attempt(mem, bridge, machine, state, now, result):
@@ -446,15 +481,17 @@ def remove_block(path: str | os.PathLike[str], *, state_dir: StateDirLike | None
         BlockError: its markers are damaged (nothing is changed).
     """
     state = StateDir.of(state_dir)
-    for _ in range(ATTEMPTS):
-        snap = read_bridged(Path(path).expanduser())
-        if snap.data is None:
-            return False
-        text = _decode(snap)
-        span = locate(text)
-        if span is None:
-            return False
-        if replace_if_unchanged(snap, (text[: span.start] + text[span.stop :]).encode("utf-8")):
-            state.bridge_rendered(snap.target).unlink(missing_ok=True)
-            return True
+    with one_sync_at_a_time(state, Path(path).expanduser()):
+        for _ in range(ATTEMPTS):
+            snap = read_bridged(Path(path).expanduser())
+            if snap.data is None:
+                return False
+            text = _decode(snap)
+            span = locate(text)
+            if span is None:
+                return False
+            rest = (text[: span.start] + text[span.stop :]).encode("utf-8")
+            if replace_if_unchanged(snap, rest):
+                state.bridge_rendered(snap.target).unlink(missing_ok=True)
+                return True
     raise BridgeRefused(f"{path}: kept changing while memsync wrote it; left as it is")

@@ -49,6 +49,7 @@ from memsync.local.bridges import (
     BridgeResult,
     append_records,
     live_entries,
+    one_sync_at_a_time,
     remove_block,
 )
 from memsync.local.fresh import now_us
@@ -210,14 +211,17 @@ def sync_claude_bridge(
     folder.mkdir(mode=0o700, exist_ok=True)
     state = StateDir.of(state_dir)
     state_path = state.bridge_rendered(folder)
-    known = _State.load(state_path)
     mem = Memory.open(memory)
     try:
-        result.appended = _ingest(mem, bridge, folder, known, machine, now, result)
-        _render(mem, bridge, folder, known, now, result)
+        with one_sync_at_a_time(state, folder):
+            known = _State.load(state_path)
+            try:
+                result.appended = _ingest(mem, bridge, folder, known, machine, now, result)
+                _render(mem, bridge, folder, known, now, result)
+            finally:
+                known.save(state, state_path)
     except (BridgeRefused, BlockError, MemsyncError) as exc:
         result.refused = f"{folder}: {exc}"
-    known.save(state, state_path)
     return result
 
 

@@ -24,6 +24,7 @@ the root itself.
   recall/<name>-<key>.sqlite a memory file's full-text recall index (`fulltext.TextIndex`)
   imports/<name>-<key>.keys  the keys `memsync import` found or put in a memory file
   bridges/<name>-<key>.json  what memsync last rendered into a bridged file (issue 22)
+  bridges/<name>-<key>.lock  one sync of a bridged file at a time
   view/<name>-<key>.view     a memory file's persistent view (`viewstore.ViewStore`)
 ```
 
@@ -177,6 +178,12 @@ class StateDir:
         path (a symlinked file is its target's)."""
         key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(bridged)))
         return self._under("bridges", f"{bridged.name[:40]}-{key}.json")
+
+    def bridge_lock(self, bridged: Path) -> Path:
+        """One sync of bridged file `bridged` at a time, across processes (the daemon and
+        `memsync bridge sync`): else both would read the same edits of its block."""
+        key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(bridged)))
+        return self._under("bridges", f"{bridged.name[:40]}-{key}.lock")
 
     def view_store(self, path: Path) -> Path:
         """The persistent view of memory file `path`: its fold, checked against the file

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -408,3 +410,36 @@ def test_without_a_record_of_rendering_only_new_lines_are_taken(
     assert res.appended == 1
     assert _texts(mem) == ["A line the person added.", "Never force-push main.", "Use uv, not pip."]
     assert any("no record of rendering" in n for n in res.notes)
+
+
+def test_one_sync_of_a_bridge_at_a_time(
+    mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon's sync and `memsync bridge sync` never read the same edits twice: the
+    second waits for the first (here: gives up, with the reason)."""
+    agents = tmp_path / "AGENTS.md"
+    hold = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from memsync.local.bridges import one_sync_at_a_time\n"
+        "from memsync.local.statedir import StateDir\n"
+        "with one_sync_at_a_time(StateDir(Path(sys.argv[1])), Path(sys.argv[2])):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(30)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(tmp_path / "state"), str(agents)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == b"held\n"
+        monkeypatch.setattr("memsync.local.bridges.LOCK_SECONDS", 0.2)
+        res = _sync(mem, agents)
+        assert res.refused is not None
+        assert "another memsync is syncing it" in res.refused
+        assert not agents.exists()
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert _sync(mem, agents).written

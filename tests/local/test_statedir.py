@@ -39,6 +39,7 @@ PINNED = {
     "recall_index": "recall/me.jsonl-7c885f29a6a89125.sqlite",
     "import_ledger": "imports/me.jsonl-2a7db0fa168e955e.keys",
     "bridge_rendered": "bridges/me.jsonl-2a7db0fa168e955e.json",
+    "bridge_lock": "bridges/me.jsonl-2a7db0fa168e955e.lock",
     "view_store": "view/me.jsonl-2a7db0fa168e955e.view",
 }
 
@@ -62,6 +63,7 @@ def _named(state: StateDir, path: Path = FILE) -> dict[str, Path]:
         "recall_index": state.recall_index(path),
         "import_ledger": state.import_ledger(path),
         "bridge_rendered": state.bridge_rendered(path),
+        "bridge_lock": state.bridge_lock(path),
         "view_store": state.view_store(path),
     }
 
