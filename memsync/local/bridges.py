@@ -300,17 +300,26 @@ def _decode(snap: Snapshot) -> str:
         raise BridgeRefused(f"{snap.path}:{line}: not UTF-8; left as it is") from None
 
 
+_READER = {"agents-md": "Codex's budget", "claude-md": "what Claude Code loads"}
+
+
 def _limits(bridge: Bridge, outside: str) -> Limits:
+    """The format's limit on the whole file (`FORMAT_LIMITS`), less what the file holds
+    besides the block: the block, markers included, keeps the file within it.
+
+    Raises:
+        BridgeRefused: the file's own text leaves no room.
+    """
     limits = FORMAT_LIMITS[bridge.format]
-    if limits.max_bytes is not None and bridge.format == "agents-md":
-        room = limits.max_bytes - len(outside.encode("utf-8"))
-        if room <= 0:
-            raise BridgeRefused(
-                f"{bridge.path}: its own text already fills Codex's "
-                f"{limits.max_bytes}-byte budget; no room for the block"
-            )
-        limits = Limits(room, limits.max_chars, limits.max_lines)
-    return limits
+    if limits.max_bytes is None:
+        return limits
+    room = limits.max_bytes - len(outside.encode("utf-8"))
+    if room <= 0:
+        raise BridgeRefused(
+            f"{bridge.path}: its own text already fills {_READER.get(bridge.format, 'the limit')}"
+            f" ({limits.max_bytes} bytes); no room for the block"
+        )
+    return Limits(room, limits.max_chars, limits.max_lines)
 
 
 def _newline(text: str) -> str:
