@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memsync.core.names import valid_replica
+from memsync.core.names import valid_replica, windows_problem
 from memsync.core.watermarks import MarksDoc, SnapshotDoc
 from memsync.errors import LockTimeout, MemsyncError
 from memsync.local.lock import held
@@ -41,11 +41,15 @@ SNAPSHOTS = 64
 """How many snapshots (see `memsync.core.watermarks`) a state keeps."""
 
 
-def _hostname_id() -> str:
+def _hostname_id(hostname: str | None = None) -> str:
+    """A new replica id: the host name, made a valid name, and a random suffix; prefixed
+    when Windows could not hold it as a file name (`aux.local-1a2b3c`, issue 23)."""
     host = "".join(
-        c if c.isascii() and (c.isalnum() or c in "._-") else "-" for c in socket.gethostname()
+        c if c.isascii() and (c.isalnum() or c in "._-") else "-"
+        for c in (socket.gethostname() if hostname is None else hostname)
     )
-    return f"{host.strip('.-')[:32] or 'replica'}-{_random.token_hex(3)}"
+    new = f"{host.strip('.-')[:32] or 'replica'}-{_random.token_hex(3)}"
+    return new if windows_problem(new) is None else f"host-{new}"
 
 
 def resolve_replica(configured: str | None, state_dir: StateDir) -> str:
