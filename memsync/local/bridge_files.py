@@ -5,7 +5,7 @@ else wrote, keeping links, modes and owners.
   `CLAUDE.md` and `AGENTS.md` into a repository): the bytes, the link's target, its stat.
 - `replace_if_unchanged` writes new bytes to the *target* (a temp file in the target's
   folder, renamed over it, so a reader sees the old file or the new one, and a kill -9
-  leaves it whole) only if the target still holds what was read: a person or an agent
+  leaves it whole; the temp file a killed memsync left is removed by the next write) only if the target still holds what was read: a person or an agent
   writing meanwhile keeps their bytes, and the caller reads again. The link stays a link;
   the mode and the owner are the target's. A read-only target (Home Manager links into
   `/nix/store`), a folder memsync cannot write a temp file in, or a hard-linked file
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
 import secrets
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ def replace_if_unchanged(snap: Snapshot, data: bytes) -> bool:
                 f"{snap.path}: {target} has {snap.stat.st_nlink} hard links, which a "
                 "replace would split; use a symbolic link instead"
             )
+    _sweep(target)
     tmp = target.with_name(f".{target.name}.memsync-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -146,6 +148,22 @@ def replace_if_unchanged(snap: Snapshot, data: bytes) -> bool:
             os.unlink(tmp)
     fsync_dir(target.parent)
     return True
+
+
+def _sweep(target: Path) -> None:
+    """Remove the temp files a memsync killed mid-write left beside `target` (its pid in
+    the name is no running process): they sit in the person's folder otherwise."""
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.memsync-*"):
+        pid = tmp.name.rsplit(".memsync-", 1)[1].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        except PermissionError:
+            pass  # another user's process: alive
 
 
 def _keep_owner(fd: int, snap: Snapshot) -> None:

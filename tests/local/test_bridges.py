@@ -443,3 +443,42 @@ def test_one_sync_of_a_bridge_at_a_time(
         holder.kill()
         holder.communicate()
     assert _sync(mem, agents).written
+
+
+KILLED_AT_RENAME = """
+import os, sys
+from pathlib import Path
+from memsync.core.bridge_block import Selection
+from memsync.local.bridges import Bridge, sync_bridge
+
+memory, path, state = sys.argv[1:]
+replace = os.replace
+
+def killed(src, dst):
+    if str(dst) == path:  # the temp file is written and synced: kill -9 before the rename
+        os.kill(os.getpid(), 9)
+    replace(src, dst)
+
+os.replace = killed
+sync_bridge(memory, Bridge(Path(path), "agents-md"), machine="m1", state_dir=state)
+"""
+
+
+def test_kill_9_at_the_rename_leaves_the_file_whole_and_no_temp_behind(
+    mem: Memory, tmp_path: Path
+) -> None:
+    agents = tmp_path / "AGENTS.md"
+    agents.write_text(PERSON, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_RENAME, str(mem.path), str(agents), str(tmp_path / "st")],
+        check=False,
+    )
+    assert done.returncode == -9
+    assert agents.read_text(encoding="utf-8") == PERSON  # the old file, whole
+    assert len(list(tmp_path.glob(".AGENTS.md.memsync-*"))) == 1  # what the kill left
+    bridge = Bridge(agents, "agents-md")
+    res = sync_bridge(mem.path, bridge, machine="m1", state_dir=tmp_path / "st")
+    assert res.written
+    assert res.appended == 0  # the pending rendering is not read as edits
+    assert _outside(agents) == PERSON
+    assert list(tmp_path.glob(".AGENTS.md.memsync-*")) == []
