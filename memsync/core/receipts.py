@@ -6,8 +6,8 @@ A receipt says, for one memory, at one instant (`time`):
 - the replica's view digest and entry count (`memsync.core.digest`: the same number as
   `memsync show --digest`), and `valid_until`, the earliest `expires_at` among the live
   entries (rule 11): until then the view cannot change without a new record;
-- the digest of the prompt block for the default scope (`memsync prompt` with no
-  option), so a person can see that every agent is shown the same block;
+- the digest of the prompt block for the default scope (as the MCP server gives it to
+  agents), so a person can see that every agent is shown the same block;
 - how far it had read each peer's hub file (offset and generation token), and how far its
   own hub file reached: whether it is behind what the hub holds follows from those;
 - how many of its live entries the hub does not hold (`unpushed`: withheld as credentials,

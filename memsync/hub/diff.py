@@ -38,6 +38,7 @@ from memsync.hub.transports import Transport
 from memsync.local.fileindex import DigestStore
 from memsync.local.statedir import StateDir
 from memsync.local.storage import read_chunks
+from memsync.local.viewstore import ViewStore
 
 __all__ = ["DiffReport", "diff_replica"]
 
@@ -128,7 +129,7 @@ def diff_replica(
     if theirs is None:
         raise MemsyncError(f"{where}: not a receipt this machine can read (another key?)")
     report = DiffReport(theirs, hub_bytes=f.size)
-    mine = local_receipt(local, replica, now, None, {}, None)
+    mine = local_receipt(local, replica, now, None, {}, None, ViewStore(state_dir))
     report.buckets = [
         b
         for b, (x, y) in enumerate(zip(mine.view.buckets, theirs.view.buckets, strict=True))

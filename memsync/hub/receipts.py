@@ -11,9 +11,10 @@ When: at the end of a pass that changed something (records merged or pushed, hub
 read further, our hub file grown), else when the last one is older than
 `RECEIPT_EVERY` (the time in it says the replica is alive).
 
-What it costs: the view digest, its buckets and the prompt block need the view, so a
-publish folds the local file once (O(file); the persistent view of issue 20 would make it
-O(change)); `unpushed` asks the hub digest store about every live line (one SQLite
+What it costs: the view digest, its buckets and the prompt block need the view. The fold
+resumes from the file's persistent view (issue 20), so it costs what was appended since;
+the live lines are then read and hashed (O(view): the digest is not kept in the persistent
+view yet), and `unpushed` asks the hub digest store about every live line (one SQLite
 lookup per batch). A pass that publishes nothing costs nothing more.
 
 On an encrypted hub (`encrypt = true`) the whole receipt is sealed with the hub key
@@ -26,6 +27,7 @@ records, so they are sealed too: without the key, nothing in a receipt tells ids
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +55,10 @@ from memsync.local.located import located_view
 from memsync.local.reading import no_gc, prompt_of
 from memsync.local.statedir import StateDir
 from memsync.local.storage import atomic_replace
+from memsync.local.viewstore import ViewStore
 
 __all__ = [
+    "PROMPT_CHARS",
     "RECEIPT_EVERY",
     "ReceiptState",
     "local_receipt",
@@ -68,6 +72,12 @@ __all__ = [
 
 RECEIPT_EVERY = 5 * 60 * SECOND
 """A pass that changed nothing publishes a receipt only when the last is older than this."""
+
+PROMPT_CHARS = 20_000
+"""The prompt block a receipt names is the one agents are shown at the start of a task:
+the MCP server's, for the default scope, at its default bound (`mcp_server.DEFAULT_MAX_CHARS`;
+a test keeps the two equal). Bounded, it is also cheap: only the entries it keeps are
+decoded whole."""
 
 _LOOKUP_BATCH = 10_000
 
@@ -86,6 +96,8 @@ class ReceiptState:
     files: dict[str, int] = field(default_factory=dict)
     """The hub's replica files and their sizes at the last listing."""
     listed_at: int | None = None
+    local_stamp: list[int] | None = None
+    """The local file as our last receipt saw it: device, inode, size, modification time."""
 
     @classmethod
     def load(cls, path: Path) -> ReceiptState:
@@ -207,15 +219,18 @@ def local_receipt(
     hub: DigestStore | None,
     read: dict[str, Position],
     own: Position | None,
+    store: ViewStore | None = None,
 ) -> Receipt:
-    """This replica's receipt for memory file `local` at `now`: the view folded from the
-    file (see the module docstring for the cost); `hub` (the digests of what the hub
-    holds) counts the live entries it lacks."""
+    """This replica's receipt for memory file `local` at `now`: the view of the file, from
+    its persistent view in `store` when valid (issue 20: only the bytes appended since are
+    folded), then its live lines read once for the digests and once for the prompt block
+    (see the module docstring for the cost); `hub` (the digests of what the hub holds)
+    counts the live entries it lacks."""
     summary = ViewSummary()
     unpushed = 0
     block = ""
     if local.exists():
-        with no_gc(), located_view([local], now) as view:
+        with no_gc(), located_view([local], now, store) as view:
             batch: list[int] = []
             for rec, raw in zip(view.records, view.lines(), strict=True):
                 summary.add(rec.id, raw, rec.expires)
@@ -226,7 +241,7 @@ def local_receipt(
                         batch = []
             if hub is not None and batch:
                 unpushed += len(batch) - len(hub.intersection(batch))
-            block = prompt_of(view.records, None, None, view.lines())
+            block = prompt_of(view.records, None, PROMPT_CHARS, view.lines(), markdown=True)
     return Receipt(
         replica=replica,
         time=now,
@@ -269,7 +284,12 @@ def publish_receipt(p: PassBase) -> bool:
     )
     refresh(p.t, p.codec, p.memory, rs, listing, p.replica, p.now, force=changed)
     if changed:
-        receipt = local_receipt(p.local, p.replica, p.now, p.hub, read, own)
+        stamp = _local_stamp(p.local)
+        receipt = _unchanged(rs, p, stamp, read, own)
+        if receipt is None:
+            store = ViewStore(p.state_dir)
+            receipt = local_receipt(p.local, p.replica, p.now, p.hub, read, own, store)
+        rs.local_stamp = stamp
         data = seal(p.codec, p.memory, p.replica, receipt.encode())
         p.t.replace(p.memory, p.replica + RECEIPT_SUFFIX, data)
         rs.published_at, rs.positions, rs.own = p.now, positions, receipt.to_json()
@@ -278,6 +298,39 @@ def publish_receipt(p: PassBase) -> bool:
             rs.files[p.own] = max(rs.files.get(p.own, 0), own_size)  # pushed after listing
     rs.save(path)
     return changed
+
+
+def _local_stamp(local: Path) -> list[int] | None:
+    """The local file's identity and state: device, inode, size, modification time."""
+    try:
+        st = os.stat(local)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def _unchanged(
+    rs: ReceiptState,
+    p: PassBase,
+    stamp: list[int] | None,
+    read: dict[str, Position],
+    own: Position | None,
+) -> Receipt | None:
+    """Our last receipt brought to `p.now`, when its view still holds: the local file has
+    not changed since (same inode, size and time), the pass merged and pushed nothing, and
+    no entry has expired since (rule 11). Then the periodic receipt of a quiet machine
+    costs no fold. None: compute it again."""
+    if stamp is None or rs.local_stamp != stamp or rs.own is None:
+        return None
+    if p.report.pulled_records or p.report.pushed_records:
+        return None
+    last = parse_receipt(p.replica, json.dumps(rs.own).encode())
+    if last is None or last.version != __version__:
+        return None  # another memsync may build another view: fold again
+    if last.view.valid_until is not None and last.view.valid_until <= p.now:
+        return None
+    last.time, last.read, last.own = p.now, read, own
+    return last
 
 
 def receipt_state(state_dir: StateDir, memory: str, remote: str) -> ReceiptState:

@@ -94,3 +94,54 @@ def test_a_quiet_pass_publishes_only_after_the_bound(tmp_path: Path, hub: Path) 
     pushed = receipt_read_by(a, hub, a)
     assert pushed is not None
     assert pushed.view.entries == 2
+
+
+def test_the_prompt_digest_names_the_block_agents_are_shown(tmp_path: Path, hub: Path) -> None:
+    from memsync.core.receipts import prompt_digest
+    from memsync.hub.receipts import PROMPT_CHARS
+    from memsync.local.livecache import live_cache
+    from memsync.mcp_server import DEFAULT_MAX_CHARS
+    from tests.helpers.sync import make_replica
+
+    assert PROMPT_CHARS == DEFAULT_MAX_CHARS
+    a = make_replica(tmp_path, "a", str(hub))
+    for i in range(300):  # more than the block holds: the bound matters
+        a.memory().add("fact", f"Fact number {i} about the build, long enough to count.")
+    a.sync()
+    receipt = receipt_read_by(a, hub, a)
+    assert receipt is not None
+    block = live_cache(a.path).prompt(None, DEFAULT_MAX_CHARS, markdown=True)
+    assert receipt.prompt == prompt_digest(block)
+
+
+def test_a_quiet_receipt_is_folded_again_once_an_entry_has_expired(
+    tmp_path: Path, hub: Path
+) -> None:
+    """A quiet machine's periodic receipt reuses its last view, but not past an
+    `expires_at` in it (rule 11): the view has changed without a new record."""
+    from memsync.core.timestamps import format_ts
+    from tests.helpers.sync import entry_line, make_replica
+
+    start = now_us()
+    a = make_replica(tmp_path, "a", str(hub))
+    a.memory().add("fact", "Forever.")
+    with a.path.open("ab") as f:
+        line = entry_line(
+            "0000expires", start, "Until noon.", expires_at=format_ts(start + 3600 * SECOND)
+        )
+        f.write(line + b"\n")
+    a.sync_config(now=start)
+    first = receipt_read_by(a, hub, a)
+    assert first is not None
+    assert first.view.entries == 2
+    assert first.view.valid_until == start + 3600 * SECOND
+    a.sync_config(now=start + RECEIPT_EVERY + SECOND)  # quiet, before the expiry
+    again = receipt_read_by(a, hub, a)
+    assert again is not None
+    assert (again.view.digest, again.view.entries) == (first.view.digest, 2)
+    assert again.time == start + RECEIPT_EVERY + SECOND
+    a.sync_config(now=start + 2 * 3600 * SECOND)  # quiet, past it
+    late = receipt_read_by(a, hub, a)
+    assert late is not None
+    assert late.view.entries == 1
+    assert late.view.valid_until is None
