@@ -222,3 +222,29 @@ def test_libproc_lists_only_vnode_descriptors() -> None:
 def test_libproc_is_not_available_off_macos() -> None:
     assert not libproc.LibProc().available()
     assert libproc.LibProc().writers(1, 2) is None
+
+
+class _Broken:
+    """A detector that fails as a C call can (libproc returning what ctypes refuses)."""
+
+    name = "broken"
+
+    def available(self) -> bool:
+        return True
+
+    def writers(self, dev: int, ino: int) -> list[writers.Writer] | None:
+        raise ctypes.ArgumentError("argument 4: wrong type")
+
+
+@pytest.mark.linux_only
+def test_a_detector_that_breaks_cannot_tell_and_the_next_is_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b"")
+    st = path.stat()
+    monkeypatch.setattr(writers, "DETECTORS", (_Broken(),))
+    assert find_writers(st.st_dev, st.st_ino) is None
+    monkeypatch.setattr(writers, "DETECTORS", (_Broken(), procfs.ProcFs()))
+    with _opened(path, "a") as holder:
+        assert [w.pid for w in find_writers(st.st_dev, st.st_ino) or []] == [holder.pid]

@@ -15,12 +15,17 @@ then refuses to start, and a drain keeps its aside link.
 
 from __future__ import annotations
 
+import ctypes
+import logging
+
 from memsync.local.writers.base import Detector, Writer
 from memsync.local.writers.libproc import LibProc
 from memsync.local.writers.lsof import Lsof
 from memsync.local.writers.procfs import ProcFs
 
 __all__ = ["CANNOT_TELL", "DETECTORS", "Detector", "Writer", "find_writers", "who"]
+
+logger = logging.getLogger(__name__)
 
 DETECTORS: tuple[Detector, ...] = (ProcFs(), LibProc(), Lsof())
 """The detectors, in the order they are tried."""
@@ -30,10 +35,13 @@ def find_writers(dev: int, ino: int) -> list[Writer] | None:
     """The other processes holding the file (`dev`, `ino`) open for writing, from the first
     detector that can tell; None when none can (which is not "nobody")."""
     for detector in DETECTORS:
-        if detector.available():
-            found = detector.writers(dev, ino)
-            if found is not None:
-                return found
+        try:
+            found = detector.writers(dev, ino) if detector.available() else None
+        except (OSError, ValueError, ctypes.ArgumentError) as exc:  # a detector that breaks
+            logger.debug("writer detector %s failed: %s", detector.name, exc)
+            found = None  # cannot tell, as if it were not there
+        if found is not None:
+            return found
     return None
 
 
