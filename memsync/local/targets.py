@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from memsync.core.lines import MAX_LINE_BYTES, Header, classify
+from memsync.core.lines import MAX_LINE_BYTES, Header, classify, without_bom
 from memsync.core.records import Record
 from memsync.errors import UnsupportedFormat, UsageError
 
@@ -60,8 +60,10 @@ def looks_like_memory(path: Path) -> bool | None:
             raw = f.readline(MAX_LINE_BYTES + 2)
             if not raw:
                 break
-            read += len(raw)
             line = raw.rstrip(b"\r\n")
+            if not read:
+                line = without_bom(line)  # rule 1: a byte order mark is no part of line 1
+            read += len(raw)
             if not line.strip():
                 continue
             blank = False

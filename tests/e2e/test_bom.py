@@ -24,6 +24,7 @@ from memsync.local.compaction import compact_file
 from memsync.local.fresh import header_line
 from memsync.local.memory import Memory
 from memsync.local.merge import merge_files
+from memsync.local.targets import looks_like_memory, require_memory_target
 from tests.helpers.paths import SHARED
 
 CASES_DIR = SHARED / "conformance" / "cases"
@@ -140,3 +141,15 @@ def test_a_peer_file_with_a_bom_is_pulled_as_without_it(tmp_path: Path) -> None:
     data = local.read_bytes()
     assert ENTRY + b"\n" in data
     assert BOM not in data
+
+
+def test_a_file_with_a_bom_is_a_memory_file_to_write_into(tmp_path: Path) -> None:
+    """Commands that refuse to write records into a file that is no memory file take one
+    starting with a byte order mark for the memory file it is."""
+    with_header = tmp_path / "a.jsonl"
+    with_header.write_bytes(BOM + header_line(_instant(NOW)))
+    headerless = tmp_path / "b.jsonl"
+    headerless.write_bytes(BOM + ENTRY + b"\n")
+    for path in (with_header, headerless):
+        assert looks_like_memory(path) is True
+        require_memory_target(path)
