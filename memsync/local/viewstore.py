@@ -204,14 +204,29 @@ class ViewStore:
                 list(scan.index.superseded),
                 list(scan.index.superseded.values()),
             )
-            _write(self.state.prepared(self.state.view_store(path)), _pack(stored))
-        except (OSError, OverflowError, msgspec.DecodeError, msgspec.ValidationError):
-            return  # the store is only time; a line changed under us is the next fold's
+            payload = _encode(stored)
+            del stored  # its columns, before the write
+            _write(self.state.prepared(self.state.view_store(path)), _header(payload), payload)
+        except (
+            OSError,
+            OverflowError,
+            MemoryError,
+            msgspec.DecodeError,
+            msgspec.ValidationError,
+        ):
+            # The store is only time: the answer came from the fold. A line changed under
+            # us is the next fold's; a process under a memory limit goes without a store.
+            return
+
+
+def _header(payload: bytes) -> bytes:
+    """What precedes a store's payload: the magic and the payload's checksum."""
+    return _MAGIC + xxhash.xxh3_128_digest(payload)
 
 
 def _pack(stored: _Stored) -> bytes:
     payload = _encode(stored)
-    return _MAGIC + xxhash.xxh3_128_digest(payload) + payload
+    return _header(payload) + payload
 
 
 def _unpack(blob: bytes) -> _Stored | None:
@@ -255,11 +270,19 @@ def _slot(
     table: dict[str, Record], lines: Callable[[list[Located]], Iterable[bytes]] | None
 ) -> _Slot:
     """A table as columns; with `lines`, a table of versions, with their kind, scope and
-    confidence (read from their lines for those not `Described` yet)."""
-    # A located pass folds only `Located` records (their `at` is where the line is).
-    recs = cast(list[Located], list(table.values()))
+    confidence (read from their lines for those not `Described` yet).
+
+    Memory: the columns hold the records' own int objects; kinds and scopes are interned
+    (a few distinct values), and a version's fields are read in file order, one line at a
+    time, so that writing a store costs little beside the fold itself (a 300k-record
+    prompt runs under a 180 MB address-space limit, tests/local/test_bounded_memory.py).
+    """
+    # A located pass folds only `Located` records (their `at` is where the line is). In
+    # the file's order: their lines are then read in long runs. (The order of a table does
+    # not matter: the view sorts by key, rule 12.)
+    recs = cast(list[Located], sorted(table.values(), key=_AT))
     slot = _Slot(
-        list(table),
+        [r.id for r in recs],
         [r.ts for r in recs],
         [r.at for r in recs],
         [r.expires for r in recs],
@@ -269,6 +292,19 @@ def _slot(
     )
     if lines is None:
         return slot
+    names: dict[str, str] = {}
+    kinds, scopes, confidences = slot.kind, slot.scope, slot.confidence
+    raws = iter(lines([r for r in recs if type(r) is not Described]))
+    for r in recs:
+        if type(r) is Described:
+            kind, scope, confidence = r.kind, r.scope, r.confidence
+        else:
+            m = _decode_meta(next(raws))
+            kind, scope, confidence = m.kind, m.scope, m.confidence
+        kinds.append(names.setdefault(kind, kind))
+        scopes.append(names.setdefault(scope, scope))
+        confidences.append(confidence)
+    return slot
     metas: dict[int, _Meta] = {}
     bare = sorted((r for r in recs if type(r) is not Described), key=_AT)
     for rec, raw in zip(bare, lines(bare), strict=True):
@@ -308,8 +344,9 @@ def _scan_of(stored: _Stored, name: str) -> ScanResult:
     return scan
 
 
-def _write(target: Path, data: bytes) -> None:
-    """`data` as the file `target`, atomically: a temporary file beside it, then renamed.
+def _write(target: Path, *parts: bytes) -> None:
+    """`parts` one after the other as the file `target`, atomically: a temporary file
+    beside it, then renamed.
     Temporary files of `target` that a killed process left are removed first."""
     private_dirs(target.parent)
     prefix = f".{target.name}.tmp-"
@@ -323,7 +360,8 @@ def _write(target: Path, data: bytes) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
     try:
         try:
-            write_all(fd, data)
+            for part in parts:
+                write_all(fd, part)
         finally:
             os.close(fd)
         os.replace(tmp, target)
