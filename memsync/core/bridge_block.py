@@ -365,7 +365,7 @@ def locate(text: str) -> Span | None:
     ends: list[tuple[int, int, int]] = []
     fence: str | None = None
     offset = 0
-    for n, raw in enumerate(text.splitlines(keepends=True), 1):
+    for n, raw in enumerate(_lines(text), 1):
         line = raw.rstrip("\r\n")
         start, offset = offset, offset + len(raw)
         if fence is not None:
@@ -396,8 +396,17 @@ def locate(text: str) -> Span | None:
     (b, b_start, b_stop), (e, e_start, e_stop) = begins[0], ends[0]
     if e < b:
         raise BlockError(f"the end marker (line {e}) comes before the begin marker (line {b})")
-    inner = tuple(x.rstrip("\r\n") for x in text[b_stop:e_start].splitlines(keepends=True))
+    inner = tuple(x.rstrip("\r\n") for x in _lines(text[b_stop:e_start]))
     return Span(b_start, e_stop, inner, b, e)
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of `text` with their line breaks, as Markdown reads them: "\\n",
+    "\\r\\n" or "\\r" only (not the other characters `str.splitlines` breaks at)."""
+    return _LINE.findall(text)
 
 
 def _count(marks: list[tuple[int, int, int]], which: str) -> str:

@@ -269,3 +269,11 @@ def test_markers_in_fenced_code_are_text() -> None:
 def test_damaged_markers_are_refused_with_the_reason(text: str, why: str) -> None:
     with pytest.raises(BlockError, match=why):
         locate(text)
+
+
+def test_only_markdowns_line_breaks_end_a_line() -> None:
+    """U+2028, NEL and form feed end a line for `str.splitlines`, not for Markdown: a
+    marker after one is not on a line of its own."""
+    for brk in ("\u2028", "\x85", "\x0c"):
+        with pytest.raises(BlockError, match="not the marker alone"):
+            locate(f"text{brk}{BEGIN}\n- x\n{END}\n")

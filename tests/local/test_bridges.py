@@ -4,6 +4,7 @@ everything outside the block stays byte for byte, links, modes and other writers
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -13,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memsync.core.bridge_block import BEGIN, END, Selection, locate
+from memsync.errors import MemsyncError
 from memsync.local.bridge_files import read_bridged, replace_if_unchanged
 from memsync.local.bridges import Bridge, remove_block, sync_bridge
 from memsync.local.importers import vendor_records
 from memsync.local.memory import Memory
+from tests.helpers.examples import examples
 from tests.helpers.vendor_files import AGENTS_MD, GEMINI_MD
 
 # The sample AGENTS.md of the docs, without the hand-made memsync block the importer's
@@ -482,3 +487,43 @@ def test_kill_9_at_the_rename_leaves_the_file_whole_and_no_temp_behind(
     assert res.appended == 0  # the pending rendering is not read as edits
     assert _outside(agents) == PERSON
     assert list(tmp_path.glob(".AGENTS.md.memsync-*")) == []
+
+
+_LINE = st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=30).filter(
+    lambda x: "memsync" not in x.lower() and not x.lstrip().startswith(("```", "~~~"))
+)
+
+
+@settings(max_examples=examples(0.2), deadline=None)
+@given(
+    st.lists(_LINE, max_size=6),
+    st.sampled_from(["\n", "\r\n"]),
+    st.booleans(),
+    st.lists(st.text(min_size=1, max_size=40), max_size=5),
+)
+def test_sync_then_remove_gives_back_the_exact_bytes(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    newline: str,
+    final: bool,
+    texts: list[str],
+) -> None:
+    root = tmp_path_factory.mktemp("prop")
+    mem = Memory.open(root / "me.jsonl")
+    for text in texts:
+        with contextlib.suppress(MemsyncError):  # a text that looks like a secret: refused
+            mem.add("fact", text)
+    original = newline.join(lines) + (newline if final and lines else "")
+    agents = root / "AGENTS.md"
+    agents.write_bytes(original.encode("utf-8"))
+    res = sync_bridge(mem.path, Bridge(agents, "agents-md"), machine="m1", state_dir=root / "st")
+    assert res.refused is None
+    text = agents.read_bytes().decode("utf-8")
+    span = locate(text)
+    assert span is not None
+    assert text[: span.start] + text[span.stop :] == original
+    again = sync_bridge(mem.path, Bridge(agents, "agents-md"), machine="m1", state_dir=root / "st")
+    assert not again.written
+    assert again.appended == 0
+    assert remove_block(agents, state_dir=root / "st")
+    assert agents.read_bytes() == original.encode("utf-8")
