@@ -56,7 +56,7 @@ from memsync.local.storage import FILE_MODE, private_dirs, write_all
 
 __all__ = ["FORMAT", "MIN_BYTES", "SAVE_AFTER_BYTES", "Resumed", "ViewStore"]
 
-FORMAT = f"memsync-view/2 {__version__}"
+FORMAT = f"memsync-view/3 {__version__}"
 """The store's format and the version of memsync that wrote it: any other is rebuilt."""
 
 MIN_BYTES = 256 * 1024
@@ -68,7 +68,9 @@ SAVE_AFTER_BYTES = 1024 * 1024
 appended record would cost more than folding the few new lines does, and a command then
 folds at most this much more than what was appended since it last ran."""
 
-_MAGIC = b"MSVIEW1\n"
+_MAGIC = b"MSVIEW2\n"
+_PATH_BYTES = 4096
+"""The file's real path, after the magic, padded to this size: read alone by `_sweep`."""
 _HEAD = 64 * 1024
 _TAIL = 64 * 1024
 _SAMPLES = 16
@@ -204,9 +206,12 @@ class ViewStore:
                 list(scan.index.superseded),
                 list(scan.index.superseded.values()),
             )
-            payload = _encode(stored)
+            payload, stored_path = _encode(stored), stored.path
             del stored  # its columns, before the write
-            _write(self.state.prepared(self.state.view_store(path)), _header(payload), payload)
+            target = self.state.prepared(self.state.view_store(path))
+            if not held:
+                _sweep(target)
+            _write(target, _header(stored_path, payload), payload)
         except (
             OSError,
             OverflowError,
@@ -219,22 +224,31 @@ class ViewStore:
             return
 
 
-def _header(payload: bytes) -> bytes:
-    """What precedes a store's payload: the magic and the payload's checksum."""
-    return _MAGIC + xxhash.xxh3_128_digest(payload)
+def _header(path: str, payload: bytes) -> bytes:
+    """What precedes a store's payload: the magic, the real path of its memory file
+    (padded, so that `_sweep` reads it alone), and the checksum of both."""
+    named = os.fsencode(path)[: _PATH_BYTES - 1].ljust(_PATH_BYTES, b"\0")
+    h = xxhash.xxh3_128(named)
+    h.update(payload)
+    return _MAGIC + named + h.digest()
 
 
 def _pack(stored: _Stored) -> bytes:
     payload = _encode(stored)
-    return _header(payload) + payload
+    return _header(stored.path, payload) + payload
 
 
 def _unpack(blob: bytes) -> _Stored | None:
     """The store in `blob`, or None when it is not a whole store of this format."""
     if not blob.startswith(_MAGIC):
         return None
-    check, payload = blob[len(_MAGIC) : len(_MAGIC) + 16], blob[len(_MAGIC) + 16 :]
-    if xxhash.xxh3_128_digest(payload) != check:
+    start = len(_MAGIC)
+    named = blob[start : start + _PATH_BYTES]
+    check = blob[start + _PATH_BYTES : start + _PATH_BYTES + 16]
+    payload = blob[start + _PATH_BYTES + 16 :]
+    h = xxhash.xxh3_128(named)
+    h.update(payload)
+    if h.digest() != check:
         return None  # half-written (never by us: we rename), or damaged
     try:
         stored = _decode(payload)
@@ -342,6 +356,27 @@ def _scan_of(stored: _Stored, name: str) -> ScanResult:
     if stored.headerless:
         scan.headerless.append(name)
     return scan
+
+
+def _sweep(target: Path) -> None:
+    """Remove the stores beside `target` whose memory file is gone, or of another format:
+    kept for nothing, they would fill the state directory (a test suite's temporary files,
+    a memory moved away). Run when a store is written without one before (a new file, or
+    one rewritten): a short read of each store."""
+    for name in os.listdir(target.parent):
+        other = target.parent / name
+        if not name.endswith(".view") or other == target:
+            continue
+        try:
+            with open(other, "rb") as f:
+                head = f.read(len(_MAGIC) + _PATH_BYTES)
+            if head.startswith(_MAGIC):
+                named = head[len(_MAGIC) :].rstrip(b"\0")
+                if named and os.path.exists(os.fsdecode(named)):
+                    continue
+            os.unlink(other)
+        except OSError:
+            continue
 
 
 def _write(target: Path, *parts: bytes) -> None:

@@ -446,3 +446,20 @@ def test_recall_through_the_store_answers_as_through_the_cache(tmp_path: Path) -
     same()
     compact_file(path, quiet_seconds=0, horizon_days=0, grace_seconds=0)
     same()
+
+
+def test_stores_of_files_that_are_gone_are_swept(tmp_path: Path) -> None:
+    """A store written without one before removes the stores of memory files that no
+    longer exist, and those of another format; those of files still there stay."""
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
+    kept, gone, new = (
+        _file(tmp_path, 20, name) for name in ("kept.jsonl", "gone.jsonl", "new.jsonl")
+    )
+    answer(kept, store)
+    answer(gone, store)
+    foreign = store.state.view_store(tmp_path / "old.jsonl")
+    foreign.write_bytes(b"MSVIEW1\n" + bytes(40))
+    gone.unlink()
+    answer(new, store)
+    names = {p.name for p in store.state.view_store(new).parent.iterdir()}
+    assert names == {store.state.view_store(p).name for p in (kept, new)}
