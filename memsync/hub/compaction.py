@@ -59,7 +59,8 @@ def acknowledged_for(
 ) -> Callable[[Record], bool] | None:
     """Compaction's predicate for a local file synced with `remotes` (rule 15): a tombstone
     may go only when, in every hub, it was seen no later than a snapshot every other
-    replica (retired ones aside) has read past. None for a file with no remote: no hub has
+    replica (retired ones aside) has read past, and no later than our own hub file's last
+    compaction against the local file (`compact_own_hub_file` with `local`, issue 24). None for a file with no remote: no hub has
     a word on it (compaction then keeps every tombstone unless told `ALL`, as
     `compact_memory` tells it for such a file). Its digest stores stay open for the
     predicate's life; `_acknowledgements` closes them."""
@@ -111,8 +112,9 @@ def _acknowledged(
 def _check(
     store: DigestStore, covered: Snapshot | None, weighed: int | None, weigh: bool
 ) -> Callable[[Record], bool]:
-    """One hub's word on a tombstone: when the store saw it, judged by the core; and our
-    own hub file compacted since (`weighed`, `compact_own_hub_file` with the local file),
+    """One hub's word on a tombstone: when the store saw it, judged by the core; and, with
+    `weigh`, our own hub file compacted since (at `weighed`, by `compact_own_hub_file`
+    with the local file),
     so that it holds nothing the tombstone deletes (issue 24, residual (b)): dropped from
     the local file first, the tombstone would leave such an entry alive in our hub file
     for any replica that reads it from the start (a lost state directory, a new one)."""
