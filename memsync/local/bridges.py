@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from memsync.core.bridge_block import (
     FORMAT_LIMITS,
     BlockError,
@@ -53,14 +51,10 @@ from memsync.core.bridge_block import (
     render_block,
 )
 from memsync.core.bridge_edits import Changes, Line, change_records, diff_block, parse_item
-from memsync.core.lines import classify
-from memsync.core.prompt import PromptEntry
 from memsync.core.records import Record
-from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts
-from memsync.core.vendor_memory import entry_id, gemini_md
 from memsync.core.view import build_view
-from memsync.errors import InvalidRecord, MemsyncError
+from memsync.errors import MemsyncError
 from memsync.local.bridge_files import (
     BridgeRefused,
     Snapshot,
@@ -68,19 +62,18 @@ from memsync.local.bridge_files import (
     read_bridged,
     replace_if_unchanged,
 )
-from memsync.local.fresh import header_line, now_us
+from memsync.local.bridge_records import append_records, legacy_gemini, live_entries
+from memsync.local.fresh import now_us
 from memsync.local.lock import file_lock, held
 from memsync.local.memory import Memory
 from memsync.local.reading import scan
 from memsync.local.statedir import StateDir, StateDirLike
-from memsync.local.storage import append_bytes, atomic_replace
+from memsync.local.storage import atomic_replace
 
 __all__ = [
     "BLOCK_FORMATS",
     "Bridge",
     "BridgeResult",
-    "append_records",
-    "live_entries",
     "one_sync_at_a_time",
     "remove_block",
     "sync_bridge",
@@ -224,7 +217,18 @@ def _attempt(
                 mem, bridge, machine, Changes(adds=adds), now, out, new_only=True
             )
     outside = text if span is None else text[: span.start] + text[span.stop :]
-    shown = _legacy_gemini(mem, bridge, machine, outside, now, out)
+    shown: set[str] = set()
+    if bridge.format == "gemini-md":
+        added, shown = legacy_gemini(
+            mem,
+            bridge.path,
+            outside,
+            home=bridge.selection.home,
+            machine=machine,
+            now=now,
+            notes=out.notes,
+        )
+        out.appended += added
     entries = [e for e in live_entries(mem, now) if e.id not in shown]
     rendered = render_block(entries, bridge.selection, _limits(bridge, outside))
     if rendered.left_out:
@@ -243,51 +247,6 @@ def _attempt(
     _save(state, snap.target, rendered, None)
     out.written = True
     return True
-
-
-def _legacy_gemini(
-    mem: Memory, bridge: Bridge, machine: str, outside: str, now: int | None, out: BridgeResult
-) -> set[str]:
-    """For a `gemini-md` file: append the bullets of its legacy `## Gemini Added
-    Memories` sections that the memory does not hold, never held, or forgot (with the
-    ids `memsync import --from gemini-md` gives them); return the ids of them all, which
-    the file already shows (so the block does not show them twice)."""
-    if bridge.format != "gemini-md":
-        return set()
-    try:
-        found = gemini_md(str(bridge.path), outside)
-    except MemsyncError:
-        return set()  # no such section
-    home = bridge.selection.home
-    ids: set[str] = set()
-    records: list[dict[str, Any]] = []
-    at = format_ts(now_us() if now is None else now)
-    with file_lock(mem.path, mem.lock_timeout):
-        index = scan([mem.path]).index
-        seen = {*index.user, *index.inferred, *index.tombs, *index.superseded}
-        for f in found:
-            rid = entry_id("gemini-md", f.kind, home, *f.tags, f.text)
-            ids.add(rid)
-            if rid in seen:
-                continue
-            if secret := find_secrets(f.text):
-                out.notes.append(f"{f.where}: looks like a secret ({', '.join(secret)})")
-                continue
-            seen.add(rid)
-            records.append(
-                {
-                    "id": rid,
-                    "kind": f.kind,
-                    "text": f.text,
-                    "scope": home,
-                    "tags": list(f.tags),
-                    "source": f"bridge:gemini-md@{machine}",
-                    "confidence": 1.0,
-                    "created_at": at,
-                }
-            )
-        out.appended += append_records(mem, records, str(bridge.path))
-    return ids
 
 
 def _decode(snap: Snapshot) -> str:
@@ -352,26 +311,6 @@ def _after_frontmatter(text: str) -> int:
     return 0
 
 
-def live_entries(mem: Memory, now: int | None = None) -> list[PromptEntry]:
-    """The live entries of `mem` at `now` (default: the local clock), as a bridge renders them."""
-    view = mem.view(now)
-    out = []
-    for rec in view.records:
-        f = rec.fields()
-        out.append(
-            PromptEntry(
-                rec.id,
-                f["kind"],
-                f["text"],
-                f.get("scope", "global"),
-                rec.user,
-                float(f.get("confidence", 1.0)),
-                rec.ts,
-            )
-        )
-    return out
-
-
 def _ingest(
     mem: Memory,
     bridge: Bridge,
@@ -415,23 +354,6 @@ def _ingest(
         )
         out.notes.extend(f"{bridge.path}: a line of the block {w}" for w in got.withheld)
         return append_records(mem, got.records, str(bridge.path))
-
-
-def append_records(mem: Memory, records: list[dict[str, Any]], where: str) -> int:
-    """Append record objects to `mem` in one write (the caller holds its lock); how many.
-
-    Raises:
-        InvalidRecord: one would not be a valid record (naming `where`); none is written.
-    """
-    lines = []
-    for obj in records:
-        raw = msgspec.json.encode(obj)
-        if not isinstance(classify(raw), Record):
-            raise InvalidRecord(f"{where}: makes no valid record: {raw[:80]!r}")
-        lines.append(raw + b"\n")
-    if lines:
-        append_bytes(mem.path, b"".join(lines), header=header_line(now_us()))
-    return len(lines)
 
 
 def _said(line: Line, said: set[tuple[str, str, str]]) -> bool:

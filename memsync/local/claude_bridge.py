@@ -44,11 +44,10 @@ from memsync.core.timestamps import format_ts
 from memsync.core.vendor_memory import claude_memory, entry_id
 from memsync.errors import MemsyncError
 from memsync.local.bridge_files import BridgeRefused, read_bridged, replace_if_unchanged
+from memsync.local.bridge_records import append_records, live_entries
 from memsync.local.bridges import (
     Bridge,
     BridgeResult,
-    append_records,
-    live_entries,
     one_sync_at_a_time,
     remove_block,
 )
