@@ -50,18 +50,17 @@ def convergence(
     """The convergence of `memory` through `remote`, the time of the listing it is judged
     on, and the error that kept the hub from being read now (then: as last seen).
 
-    With a `transport` (and its `codec`), the hub's folder is listed now and every receipt
-    is read (a small read each); without, the last pass's view is used. Our own
-    receipt is the last one this machine published.
+    With a `transport` (and its `codec`), the hub's folder is listed now and the receipts
+    that changed are read (a small read each; see `refresh`); without, the last pass's
+    view is used. Our own receipt is the last one this machine published.
     """
     rs = receipt_state(state_dir, memory, remote)
     error = None
     if transport is not None:
         try:
             listing = transport.list_files(memory)
-            refresh(
-                transport, codec or PlainCodec(remote, memory), memory, rs, listing, replica, now
-            )
+            codec = codec or PlainCodec(remote, memory)
+            refresh(transport, codec, memory, rs, listing, replica, now, force=True)
         except MemsyncError as exc:
             error = str(exc)
     verdict = judge(

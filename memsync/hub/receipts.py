@@ -136,10 +136,12 @@ def refresh(
     peers' receipts that changed since they were last read (one small read each; a receipt
     that cannot be read now keeps what was read before); with `force`, every receipt.
 
-    "Changed" is a new size, modification time or generation; an SFTP server gives times
-    in whole seconds, so a receipt replaced twice in a second at the same size looks
-    unchanged: `force` (each time we publish ours, so at least every `RECEIPT_EVERY`, and
-    for `memsync status`) bounds how long such a stale copy is kept."""
+    "Changed" is a new size, modification time or generation. An SFTP server (or a file
+    system) that gives times in whole seconds shows a receipt replaced twice in a second at
+    the same size as unchanged: with `force` (each time we publish ours, so at least every
+    `RECEIPT_EVERY`, and for `memsync status`) such receipts are read again, which bounds
+    how long a stale copy is kept. An S3 hub's generations and a local file system's
+    nanoseconds need no such read."""
     rs.files = {
         f.name: f.size
         for f in listing
@@ -154,7 +156,7 @@ def refresh(
         seen.add(replica)
         cached = rs.peers.get(replica)
         stamp = [f.size, f.mtime, f.generation]
-        if not force and cached is not None and cached.get("stamp") == stamp:
+        if cached is not None and cached.get("stamp") == stamp and not (force and _coarse(f)):
             continue
         try:
             receipt = read_receipt(t, codec, memory, f)
@@ -164,6 +166,11 @@ def refresh(
         rs.peers[replica] = {"stamp": stamp, "receipt": doc}
     for gone in set(rs.peers) - seen:
         del rs.peers[gone]
+
+
+def _coarse(f: RemoteFile) -> bool:
+    """Whether `f`'s listing may not show a replace: no generation, a whole-second time."""
+    return f.generation is None and float(f.mtime).is_integer()
 
 
 def _receipt_ad(memory: str) -> str:
