@@ -280,9 +280,13 @@ def compact_own_hub_file(
         acked = acknowledged_lines(survey, at, horizon, acknowledged)
         plan = plan_compaction(survey, now=at, horizon=horizon, acknowledged=acked)
         bad = plan.account(lines, source=where)
+        # Whether our file holds a record the plan drops for good (not a copy of one kept).
+        killed = bool(set(plan.dropped) - {"header", "blank", "duplicate"})
         if bad:
             # Only we write this file, and only whole valid records: a bad line here is the
             # rest of a write cut short, whose record was pushed again whole. Keep them.
+            if local is not None and not killed:  # it holds nothing the local file deletes
+                _weighed(state, state_dir, memory, remote, at)
             return None
         generation = _random.token_hex(8)
         ours = set(lines)
@@ -290,8 +294,7 @@ def compact_own_hub_file(
             codec.encode_line(r.raw) + b"\n" for r in plan.keep if r.raw in ours
         )
         if len(new) >= size:
-            dropped = set(plan.dropped) - {"header", "blank", "duplicate"}
-            if local is not None and not dropped:  # it holds nothing the local file deletes
+            if local is not None and not killed:  # it holds nothing the local file deletes
                 _weighed(state, state_dir, memory, remote, at)
             fragmented = getattr(transport, "fragmented", None)  # S3Transport's
             if fragmented is None or not fragmented(memory, own):

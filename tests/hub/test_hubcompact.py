@@ -7,6 +7,7 @@ CLI; compaction through the same calls the daemon makes.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -212,3 +213,34 @@ def test_own_hub_file_compacted_stays_encrypted(tmp_path: Path) -> None:
     for r in (b, a, b):
         r.sync()
     assert_converged([a, b])
+
+
+@pytest.mark.slow
+def test_our_hub_file_with_a_terminated_torn_line_is_still_weighed(tmp_path: Path) -> None:
+    """A torn write of ours that an S3 pass terminated stays in our hub file as a bad line,
+    and its compaction then keeps the file as it is; when nothing in it is deleted by the
+    local file, it counts as weighed all the same, or the local file would keep its
+    acknowledged tombstones for good."""
+    # b wrote the entry and forgot it; a's own hub file holds a record of its own only.
+    hub, (b, a), _rid = _deleted_entry(tmp_path, ["b", "a"], replica_factory("plain"))
+    a.memory().add("fact", "Written by a.")
+    for r in (b, a, b, a):
+        r.sync()
+    own = hub_file(hub, a)
+    torn = b'{"id": "torn00000000", "kind": "fa\n'
+    with own.open("ab") as f:
+        f.write(torn)
+    path = a.state_dir / "sync" / MEMORY / "hub.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    data = own.read_bytes()
+    doc["own_size"], doc["own_tail"] = len(data), base64.b64encode(data[-1024:]).decode()
+    path.write_text(json.dumps(doc), encoding="utf-8")  # as the pass that terminated it left it
+    [tomb] = _tombstones(a.path)
+    ack = acknowledged_for(StateDir(a.state_dir), MEMORY, ["hub"], "a")
+    assert ack is not None
+    assert not ack(tomb)
+    _weigh_own_hub_file(a, hub)
+    assert own.read_bytes() == data  # kept as it is
+    ack = acknowledged_for(StateDir(a.state_dir), MEMORY, ["hub"], "a")
+    assert ack is not None
+    assert ack(tomb)
