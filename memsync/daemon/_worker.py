@@ -1,13 +1,15 @@
-"""The daemon's worker threads (`memsync.daemon`): each carries out its own requests, one
-at a time, in order, so that one that waits (a hung remote) holds up no other worker."""
+"""The daemon's queues of requests (`memsync.daemon`): the worker threads, each carrying
+out its own requests one at a time, in order, so that one that waits (a hung remote) holds
+up no other worker; and the main loop's own queue (`Requests`)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-__all__ = ["Worker"]
+__all__ = ["Requests", "Worker", "stop_workers"]
 
 
 class Worker:
@@ -66,3 +68,34 @@ class Worker:
                     self._carry_out(item, self.name, self.stopped)
                 finally:
                     self.busy_since = None
+
+
+def stop_workers(workers: Mapping[str, Worker], grace: float = 2.0) -> set[str]:
+    """Stop every worker and wait up to `grace` seconds in all for them to end: a write in
+    progress is finished (SIGTERM); one waiting on a remote that does not answer is not
+    waited for beyond this (the workers are daemon threads). Returns the names of those
+    that ended (their transports may be closed: no call of theirs is in progress)."""
+    for worker in workers.values():
+        worker.stop()
+    deadline = time.monotonic() + grace
+    for worker in workers.values():
+        worker.join(max(0.0, deadline - time.monotonic()))
+    return {name for name, worker in workers.items() if worker.join(0)}
+
+
+@dataclass
+class Requests:
+    """The main loop's queue: (memory, "") pairs, a validation of the local file each; a
+    set, so a burst of events is one validation. (Passes go to the remotes' workers.)"""
+
+    pending: set[tuple[str, str]] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, memory: str, remote: str) -> None:
+        with self.lock:
+            self.pending.add((memory, remote))
+
+    def take(self) -> set[tuple[str, str]]:
+        with self.lock:
+            taken, self.pending = self.pending, set()
+            return taken

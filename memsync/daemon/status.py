@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.core.watermarks import came_back, standing
 from memsync.errors import ReplicaClash
+from memsync.local.fresh import now_us
 from memsync.local.lock import is_locked
 from memsync.local.statedir import StateDir
 from memsync.local.storage import atomic_replace
@@ -39,6 +41,7 @@ __all__ = [
     "evaluate",
     "read_status",
     "returns",
+    "starting_status",
     "status_line",
     "to_json",
     "write_pid",
@@ -206,6 +209,39 @@ class DaemonStatus(_Model):
     updated_at: int
     config: str
     memories: dict[str, MemoryStatus] = Field(default_factory=dict)
+
+
+def starting_status(
+    *,
+    pid: int,
+    replica: str,
+    config: str,
+    horizon_days: float,
+    max_postpone_seconds: float,
+    retired: list[str],
+    memories: Mapping[str, tuple[Path, Sequence[str]]],
+    before: DaemonStatus | None,
+) -> DaemonStatus:
+    """The status of a daemon (re)starting: each memory (its path, its remotes' names),
+    with compaction's record carried over from `before`, the last status: else a daemon
+    restarted more often than `max_postpone_seconds` would never force a compaction."""
+    now = now_us()
+    status = DaemonStatus(
+        pid=pid,
+        replica=replica,
+        started_at=now,
+        updated_at=now,
+        config=config,
+        horizon_days=horizon_days,
+        max_postpone_seconds=max_postpone_seconds,
+        retired=retired,
+    )
+    for name, (path, remotes) in memories.items():
+        ms = status.memories[name] = MemoryStatus(path=str(path))
+        if before is not None and (old := before.memories.get(name)) is not None:
+            ms.carry_compaction(old)
+        ms.remotes.update((remote, RemoteStatus()) for remote in remotes)
+    return status
 
 
 def status_line(status: DaemonStatus) -> str:
