@@ -10,7 +10,7 @@ from typing import NamedTuple
 from memsync.config.model import Config, RemoteConfig, default_config_path
 from memsync.core.convergence import Convergence
 from memsync.errors import KeyFileError
-from memsync.hub.codec import EncryptedCodec, FailingCodec, PlainCodec
+from memsync.hub.codec import Codec, EncryptedCodec, FailingCodec, PlainCodec
 from memsync.hub.keys import KEY_FILE_NAME, load_keyring
 from memsync.hub.state import resolve_replica
 from memsync.hub.sync import SyncReport, sync_once
@@ -126,7 +126,7 @@ def own_key_forms(config: Config | None) -> tuple[str, ...]:
         return ()
 
 
-def codec_for(remote: RemoteConfig, config: Config, memory: str) -> PlainCodec:
+def codec_for(remote: RemoteConfig, config: Config, memory: str) -> Codec:
     """The codec of a memory on a configured remote. Never raises: a remote with
     `encrypt = true` and no usable key file gets a `FailingCodec` saying so."""
     key_file = key_file_of(config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -30,11 +30,16 @@ __all__ = [
     "Invalid",
     "LineSplitter",
     "Parsed",
+    "SourceLines",
     "classify",
     "split_complete",
     "valid_id",
     "without_bom",
 ]
+
+SourceLines: TypeAlias = tuple[str, int, list[bytes]]
+"""Consecutive lines of one source, as a merge takes them in: the source's name (how
+messages name it), the number of the first line, and the lines (without their "\\n")."""
 
 MAX_LINE_BYTES = 64 * 1024
 """A line longer than this (its terminator excluded) is a bad line (rule 4)."""

@@ -59,7 +59,7 @@ from memsync.daemon.triggers import (
 )
 from memsync.daemon.work import Backoff, compact, record_pass, validate
 from memsync.errors import DaemonAlreadyRunning
-from memsync.hub.codec import PlainCodec
+from memsync.hub.codec import Codec, PlainCodec
 from memsync.hub.state import resolve_replica, retired
 from memsync.hub.sync import SyncReport, sync_once
 from memsync.hub.transports import Transport
@@ -369,7 +369,7 @@ class Daemon:
             update(self._status.memories[memory])
             self._write_status()
 
-    def _codec(self, memory: str, remote: str) -> PlainCodec:
+    def _codec(self, memory: str, remote: str) -> Codec:
         """The remote's hub codec (issue 12), its key file read again at each pass, so that
         a `memsync key import` or `rotate` needs no restart."""
         rc = next((r for r in self.config.remote if r.name == remote), None)

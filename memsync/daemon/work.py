@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from memsync.config import CompactionConfig, MemoryConfig
 from memsync.daemon.status import MemoryStatus, RemoteStatus, returns
 from memsync.errors import MemsyncError, NotQuiet
-from memsync.hub.codec import PlainCodec
+from memsync.hub.codec import Codec
 from memsync.hub.compaction import compact_memory
 from memsync.hub.sync import SyncReport
 from memsync.hub.transports import Transport
@@ -149,7 +149,7 @@ def compact(
     replica: str,
     state: StateDir,
     transports: Mapping[str, Transport],
-    codecs: Mapping[str, PlainCodec],
+    codecs: Mapping[str, Codec],
     forced: bool,
     postponements: int = 0,
 ) -> CompactionOutcome:

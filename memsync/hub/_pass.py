@@ -17,7 +17,7 @@ import xxhash
 from memsync.core.lines import Header, classify, without_bom
 from memsync.core.records import Record
 from memsync.errors import MemsyncError
-from memsync.hub.codec import PlainCodec
+from memsync.hub.codec import Codec, PlainCodec
 from memsync.hub.state import SyncState, install_token
 from memsync.hub.transports import Transport
 from memsync.local.fileindex import DigestStore, FileIndex
@@ -120,7 +120,7 @@ class PassBase:
         replica: str,
         state_dir: StateDir,
         now: int,
-        codec: PlainCodec | None = None,
+        codec: Codec | None = None,
     ) -> None:
         self.memory, self.local, self.remote = memory, local, remote
         # issue 12: hub lines <-> local lines (memsync.hub.codec); plain unless encrypt = true

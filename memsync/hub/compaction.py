@@ -32,7 +32,7 @@ from memsync.core.watermarks import (
 )
 from memsync.errors import MemsyncError
 from memsync.hub._pass import HUB_TAIL_BYTES, READ_BYTES, b64
-from memsync.hub.codec import PlainCodec
+from memsync.hub.codec import Codec, PlainCodec
 from memsync.hub.state import (
     SyncState,
     install_token,
@@ -147,7 +147,7 @@ def compact_memory(
     replica: str = "",
     state_dir: StateDir | None = None,
     transports: Mapping[str, Transport] | None = None,
-    codecs: Mapping[str, PlainCodec] | None = None,
+    codecs: Mapping[str, Codec] | None = None,
     now: int | None = None,
     horizon_days: float = DEFAULT_HORIZON_DAYS,
     quiet_seconds: float = DEFAULT_QUIET_SECONDS,
@@ -230,7 +230,7 @@ def compact_own_hub_file(
     horizon: int,
     acknowledged: Acknowledgements,
     now: int | None = None,
-    codec: PlainCodec | None = None,
+    codec: Codec | None = None,
     local: Path | None = None,
 ) -> tuple[int, int] | None:
     """Compact this replica's own file in the hub the same way as a local file (rules 15

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from memsync.core.convergence import Convergence, judge
 from memsync.errors import MemsyncError
-from memsync.hub.codec import PlainCodec
+from memsync.hub.codec import Codec, PlainCodec
 from memsync.hub.receipts import receipt_state, refresh
 from memsync.hub.state import SyncState
 from memsync.hub.transports import Transport
@@ -45,7 +45,7 @@ def convergence(
     now: int,
     retired: set[str],
     transport: Transport | None = None,
-    codec: PlainCodec | None = None,
+    codec: Codec | None = None,
 ) -> tuple[Convergence, int | None, str | None]:
     """The convergence of `memory` through `remote`, the time of the listing it is judged
     on, and the error that kept the hub from being read now (then: as last seen).

@@ -31,7 +31,7 @@ from memsync.core.viewdiff import (
 )
 from memsync.errors import MemsyncError
 from memsync.hub._pass import _SUFFIX
-from memsync.hub.codec import PlainCodec
+from memsync.hub.codec import Codec
 from memsync.hub.receipts import local_receipt, read_receipt
 from memsync.hub.state import SyncState
 from memsync.hub.transports import Transport
@@ -67,7 +67,7 @@ class _Rebuild:
     """The records of the peer's view of the differing buckets, from ours and the hub."""
 
     def __init__(
-        self, t: Transport, codec: PlainCodec, memory: str, buckets: set[int], peer: Receipt
+        self, t: Transport, codec: Codec, memory: str, buckets: set[int], peer: Receipt
     ) -> None:
         self.t, self.codec, self.memory, self.buckets, self.peer = t, codec, memory, buckets, peer
         self.added: list[Record] = []
@@ -110,7 +110,7 @@ def diff_replica(
     peer: str,
     state_dir: StateDir,
     transport: Transport,
-    codec: PlainCodec,
+    codec: Codec,
     now: int,
 ) -> DiffReport:
     """Compare this machine's view of `memory` with replica `peer`'s, through `remote`.

@@ -47,7 +47,7 @@ from memsync.core.timestamps import SECOND
 from memsync.core.version import __version__
 from memsync.errors import MemsyncError
 from memsync.hub._pass import _SUFFIX, PassBase
-from memsync.hub.codec import EncryptedCodec, PlainCodec
+from memsync.hub.codec import Codec, EncryptedCodec
 from memsync.hub.crypto import LineCipher
 from memsync.hub.transports import RemoteFile, Transport
 from memsync.local.fileindex import DigestStore
@@ -123,7 +123,7 @@ class ReceiptState:
 
 def refresh(
     t: Transport,
-    codec: PlainCodec,
+    codec: Codec,
     memory: str,
     rs: ReceiptState,
     listing: list[RemoteFile],
@@ -179,7 +179,7 @@ def _receipt_ad(memory: str) -> str:
     return f"{memory} receipt"
 
 
-def seal(codec: PlainCodec, memory: str, replica: str, data: bytes) -> bytes:
+def seal(codec: Codec, memory: str, replica: str, data: bytes) -> bytes:
     """The bytes to publish for receipt `data`: as they are on a plain hub, sealed under the
     hub's current key on an encrypted one."""
     if not isinstance(codec, EncryptedCodec):
@@ -190,7 +190,7 @@ def seal(codec: PlainCodec, memory: str, replica: str, data: bytes) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def unseal(codec: PlainCodec, memory: str, data: bytes) -> bytes | None:
+def unseal(codec: Codec, memory: str, data: bytes) -> bytes | None:
     """A receipt's JSON from what a hub holds, or None: sealed under no key this machine
     holds (or altered), or plain where this machine encrypts (a hub must not mix)."""
     try:
@@ -211,7 +211,7 @@ def unseal(codec: PlainCodec, memory: str, data: bytes) -> bytes | None:
     return None
 
 
-def read_receipt(t: Transport, codec: PlainCodec, memory: str, f: RemoteFile) -> Receipt | None:
+def read_receipt(t: Transport, codec: Codec, memory: str, f: RemoteFile) -> Receipt | None:
     """The receipt in hub file `f` (`<replica>.receipt.json`), or None when it is none."""
     replica = f.name[: -len(RECEIPT_SUFFIX)]
     data = t.read(memory, f.name, 0, min(f.size, 1 << 20))

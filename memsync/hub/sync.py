@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memsync.core.lines import Header, LineSplitter, classify
+from memsync.core.lines import Header, LineSplitter, SourceLines, classify
 from memsync.core.names import valid_replica
 from memsync.core.scan import line_digest
 from memsync.core.watermarks import (
@@ -52,7 +52,7 @@ from memsync.hub._pass import (
     _hash,
     b64,
 )
-from memsync.hub.codec import Chunk, PlainCodec
+from memsync.hub.codec import Codec
 from memsync.hub.push import PushPass
 from memsync.hub.receipts import publish_receipt
 from memsync.hub.state import (
@@ -89,7 +89,7 @@ class _Pass(PushPass):
     """One pass for one memory and one remote (see the module docstring): the pull here,
     the push in `memsync.hub.push`, the state in `memsync.hub._pass`."""
 
-    _pending: list[Chunk]
+    _pending: list[SourceLines]
     _pending_bytes: int
 
     # Pull
@@ -185,7 +185,7 @@ class _Pass(PushPass):
             state.hub_generation = f.generation
             self.state.peers[peer] = state
 
-    def _queue(self, chunks: list[Chunk]) -> None:
+    def _queue(self, chunks: list[SourceLines]) -> None:
         self._pending += chunks
         self._pending_bytes += sum(len(raw) + 1 for _, _, lines in chunks for raw in lines)
         if self._pending_bytes >= PULL_BATCH_BYTES:
@@ -232,7 +232,7 @@ class _Pass(PushPass):
                 stopped="Syncing with",
             )
 
-    def _unseen(self, chunks: list[Chunk]) -> list[Chunk]:
+    def _unseen(self, chunks: list[SourceLines]) -> list[SourceLines]:
         """A peer file read again from its start (rewritten by its owner's compaction, or
         a listing that went stale), less the lines this replica has met in the hub before.
 
@@ -243,7 +243,7 @@ class _Pass(PushPass):
         the line numbers of bad lines stay right. (A replica that lost its state directory
         has no such record: DESIGN's recovery re-reads everything.)
         """
-        out: list[Chunk] = []
+        out: list[SourceLines] = []
         for where, first, lines in chunks:
             digests = list(map(line_digest, lines))
             seen = self.hub.intersection(digests)
@@ -408,7 +408,7 @@ def sync_once(
     state_dir: StateDirLike,
     now: int | None = None,
     push: bool = True,
-    codec: PlainCodec | None = None,
+    codec: Codec | None = None,
 ) -> SyncReport:
     """One pass of pull, merge and push for one memory and one remote.
 
