@@ -160,6 +160,19 @@ def _hex64(text: object) -> int | None:
         return None
 
 
+def _instant(text: object) -> int | None:
+    """`parse_ts`, refusing instants no date can hold once in UTC (RFC 3339 writes
+    `9999-12-31T23:59:59-23:59`): a receipt's times are printed (`format_ts`)."""
+    us = parse_ts(text)
+    if us is None:
+        return None
+    try:
+        format_ts(us)
+    except OverflowError:
+        return None
+    return us
+
+
 def _count(value: object) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
@@ -171,16 +184,16 @@ def parse_receipt(replica: str, data: bytes) -> Receipt | None:
         return None
     try:
         doc = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         return None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("replica") != replica:
         return None
-    view, time = doc.get("view"), parse_ts(doc.get("time"))
+    view, time = doc.get("view"), _instant(doc.get("time"))
     if not isinstance(view, dict) or time is None:
         return None
     digest, entries = _hex64(view.get("digest")), _count(view.get("entries"))
     until = view.get("valid_until")
-    valid_until = None if until is None else parse_ts(until)
+    valid_until = None if until is None else _instant(until)
     try:
         packed = base64.b64decode(view.get("buckets", ""), validate=True)
     except (ValueError, TypeError):

@@ -195,7 +195,7 @@ def unseal(codec: Codec, memory: str, data: bytes) -> bytes | None:
     holds (or altered), or plain where this machine encrypts (a hub must not mix)."""
     try:
         doc = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         return None
     if not isinstance(doc, dict):
         return None
