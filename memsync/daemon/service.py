@@ -62,7 +62,7 @@ from memsync.errors import DaemonAlreadyRunning
 from memsync.hub.codec import Codec, PlainCodec
 from memsync.hub.state import resolve_replica, retired
 from memsync.hub.sync import SyncReport, sync_once
-from memsync.hub.transports import Transport
+from memsync.hub.transports import Transport, WriteMode
 from memsync.local.fresh import now_us
 from memsync.local.lock import held
 from memsync.local.memory import Memory
@@ -311,7 +311,7 @@ class Daemon:
             now=now,
             horizon=self.config.compaction.tombstone_horizon_days * 86_400 * SECOND,
             retired=retired(self.state),
-            write_mode=getattr(transport, "mode", None),  # S3 only
+            write_mode=transport.mode if isinstance(transport, WriteMode) else None,
         )
         mem = self.config.memory_named(memory)
         if report.ok and mem is not None:

@@ -41,7 +41,7 @@ from memsync.hub.state import (
     retired,
     save_replace_intent,
 )
-from memsync.hub.transports import Transport
+from memsync.hub.transports import Fragments, Transport
 from memsync.local.acknowledgements import ALL, Acknowledgements, acknowledged_lines
 from memsync.local.compaction import CompactionResult, compact_file
 from memsync.local.fileindex import DigestStore
@@ -296,8 +296,7 @@ def compact_own_hub_file(
         if len(new) >= size:
             if local is not None and not killed:  # it holds nothing the local file deletes
                 _weighed(state, state_dir, memory, remote, at)
-            fragmented = getattr(transport, "fragmented", None)  # S3Transport's
-            if fragmented is None or not fragmented(memory, own):
+            if not isinstance(transport, Fragments) or not transport.fragmented(memory, own):
                 return None
             # Nothing to drop, but many small S3 segments: the same bytes as one segment.
             # Peers keep their offsets (same header token, same bytes before them).

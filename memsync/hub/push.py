@@ -33,6 +33,7 @@ from memsync.hub._pass import (
     b64,
 )
 from memsync.hub.state import matching_intent, replace_done, replace_intents
+from memsync.hub.transports import PushChunks, Truncates
 from memsync.local.fileindex import Cursor, cursor_at, cursor_valid
 from memsync.local.merge import withheld_json
 from memsync.local.storage import read_chunks
@@ -54,10 +55,9 @@ class PushPass(PassBase):
         if size > expected:
             # A torn last line, ours, from a write cut short (a dropped session, a full
             # disk). No peer has read it: readers take complete lines only.
-            cut = getattr(self.t, "truncate", None)
-            if cut is not None:
+            if isinstance(self.t, Truncates):
                 # Take it back (issue 13, item 14); its record is pushed again whole below.
-                cut(self.memory, self.own, expected)
+                self.t.truncate(self.memory, self.own, expected)
                 if (self.t.size(self.memory, self.own) or 0) != expected:
                     raise TransportError(
                         f"{self.where(self.own)}: could not cut a torn write back to "
@@ -66,7 +66,7 @@ class PushPass(PassBase):
             else:
                 expected = self._terminate(size, expected)
 
-        limit = int(getattr(self.t, "push_chunk_bytes", PUSH_CHUNK_BYTES))
+        limit = self.t.push_chunk_bytes if isinstance(self.t, PushChunks) else PUSH_CHUNK_BYTES
         for data, count, cursor in self._outgoing():
             header = b""
             if data and expected == 0:

@@ -11,10 +11,27 @@ from pathlib import Path
 from typing import overload
 
 from memsync.errors import TransportError
-from memsync.hub.transports.base import RemoteFile, Transport, validate_name
+from memsync.hub.transports.base import (
+    Fragments,
+    PushChunks,
+    RemoteFile,
+    Transport,
+    Truncates,
+    WriteMode,
+    validate_name,
+)
 from memsync.hub.transports.url import parse_remote_url
 
-__all__ = ["RemoteFile", "Transport", "open_transport", "validate_name"]
+__all__ = [
+    "Fragments",
+    "PushChunks",
+    "RemoteFile",
+    "Transport",
+    "Truncates",
+    "WriteMode",
+    "open_transport",
+    "validate_name",
+]
 
 
 @overload

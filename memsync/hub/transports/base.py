@@ -16,14 +16,18 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from memsync.core.names import valid_name
 from memsync.errors import MemsyncError, TransportError, TransportTimeout, shown
 
 __all__ = [
+    "Fragments",
+    "PushChunks",
     "RemoteFile",
     "Transport",
+    "Truncates",
+    "WriteMode",
     "check_name",
     "is_leftover_temp",
     "is_timeout",
@@ -112,6 +116,47 @@ class Transport(Protocol):
     def close(self) -> None:
         """Release connections; the transport may be used again afterwards (it reconnects)."""
         ...
+
+
+# Optional capabilities: a pass asks `isinstance(transport, Truncates)` and so on, and mypy
+# checks what it then calls. A transport has them by having the members (no registration).
+
+
+@runtime_checkable
+class Truncates(Protocol):
+    """A hub that can cut a file back (a folder, SSH, the in-memory hub): a torn write of
+    ours is taken back (issue 13, item 14) instead of being ended with a newline."""
+
+    def truncate(self, folder: str, name: str, size: int) -> None:
+        """Cut the file to `size` bytes (never longer than it is)."""
+        ...
+
+
+@runtime_checkable
+class PushChunks(Protocol):
+    """A hub that asks for pushes in chunks of another size than `PUSH_CHUNK_BYTES` (S3:
+    one object per write, so fewer and larger)."""
+
+    push_chunk_bytes: int
+
+
+@runtime_checkable
+class Fragments(Protocol):
+    """A hub whose files are made of segments (S3): whether one is in many small ones,
+    worth rewriting as one (our own hub file's compaction)."""
+
+    def fragmented(self, folder: str, name: str) -> bool:
+        """Whether `name` is in more segments than it is worth keeping."""
+        ...
+
+
+@runtime_checkable
+class WriteMode(Protocol):
+    """A hub with more than one way to write safely (S3: conditional PUTs, or plain ones
+    where the store ignores conditions); `memsync status` shows which (None: not known
+    yet)."""
+
+    mode: str | None
 
 
 def _one_line(exc: BaseException) -> str:
