@@ -374,7 +374,8 @@ class Memory:
     def _newest_of(self, rid: str, since: _Newest | None = None) -> _Newest:
         """The newest `created_at` of any record of `rid`; scans only lines naming it.
         With `since` (an earlier scan for `rid`), only the bytes appended after it, when the
-        file is the one it read (same inode, not shorter); else the whole file."""
+        file is the one it read (same inode, not shorter); else from where the file's
+        persistent view stopped, when it has a valid one (issue 20); else the whole file."""
         needle = msgspec.json.encode(rid)[1:-1]
         fd = open_for_reading(self.path)
         try:
@@ -382,6 +383,8 @@ class Memory:
             start, newest = 0, None
             if since is not None and since.ino == st.st_ino and since.end <= st.st_size:
                 start, newest = since.end, since.newest
+            elif since is None and (stored := _stored_newest(self.path, fd, rid)) is not None:
+                newest, start = stored
             end = start
             for chunk in read_chunks_fd(fd, start):
                 end = chunk.end
@@ -408,6 +411,18 @@ class Memory:
                     if type(rec) is Record and rec.id == rid:
                         index.add(rec)
         return index.current(rid)
+
+
+def _stored_newest(path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
+    """`ViewStore.newest` in the default state directory, where the command line keeps
+    the persistent views; None without one (or when it cannot be read)."""
+    from memsync.local.statedir import StateDir  # not on `add`'s path (start-up)
+    from memsync.local.viewstore import ViewStore
+
+    try:
+        return ViewStore(StateDir.of()).newest(path, fd, rid)
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,6 +152,30 @@ class ViewStore:
     def resume(self, path: Path, fd: int, name: str) -> Resumed | None:
         """The stored fold of the file open as `fd` (at `path`, reported as `name`), when
         a store exists and is valid for it (see the module's docstring); else None."""
+        stored = self._valid(path, fd)
+        if stored is None:
+            return None
+        return Resumed(_scan_of(stored, name), stored.size, stored.line, stored.size)
+
+    def newest(self, path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
+        """From a valid store of the file open as `fd`: the newest `created_at` of any
+        record of `rid` in the bytes it folded (None: no record), and how many bytes that
+        is; None without a valid store. The store's records are not built (`forget`)."""
+        stored = self._valid(path, fd)
+        if stored is None:
+            return None
+        newest: int | None = None
+        # Each table holds the latest record of its class (rule 9: later wins), so the
+        # newest of the three is the newest of all the id's records.
+        for slot in (stored.tombs, stored.user, stored.inferred):
+            try:
+                ts = slot.ts[slot.ids.index(rid)]
+            except ValueError:
+                continue
+            newest = ts if newest is None else max(newest, ts)
+        return newest, stored.size
+
+    def _valid(self, path: Path, fd: int) -> _Stored | None:
         st = os.fstat(fd)
         if st.st_size < self.min_bytes:
             return None
@@ -163,7 +187,7 @@ class ViewStore:
         stored = _unpack(blob)
         if stored is None or not _matches(stored, path, fd, st):
             return None
-        return Resumed(_scan_of(stored, name), stored.size, stored.line, stored.size)
+        return stored
 
     def save(
         self,

@@ -21,8 +21,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from memsync.core.digest import ViewDigest, record_hash, view_digest
 from memsync.core.records import Described
+from memsync.core.timestamps import parse_ts
 from memsync.core.view import selector
-from memsync.errors import UnsupportedFormat
+from memsync.errors import UnknownId, UnsupportedFormat
 from memsync.local.compaction import compact_file
 from memsync.local.fulltext import fts5_available, recall
 from memsync.local.located import LocatedView, located_view
@@ -335,7 +336,8 @@ def test_kill_9_while_the_store_is_written(tmp_path: Path) -> None:
 _READER = """
 import sys
 from pathlib import Path
-from memsync.errors import UnsupportedFormat
+from memsync.core.timestamps import parse_ts
+from memsync.errors import UnknownId, UnsupportedFormat
 from memsync.core.digest import ViewDigest, record_hash, view_digest
 from memsync.core.records import Described
 from memsync.core.view import selector
@@ -463,3 +465,48 @@ def test_stores_of_files_that_are_gone_are_swept(tmp_path: Path) -> None:
     answer(new, store)
     names = {p.name for p in store.state.view_store(new).parent.iterdir()}
     assert names == {store.state.view_store(p).name for p in (kept, new)}
+
+
+def test_forget_takes_the_ids_newest_record_from_the_store_and_what_was_appended_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`forget` stamps its tombstone after the id's newest record, taken from the file's
+    persistent view (issue 20) and the lines appended since it, and refuses an id the file
+    never held."""
+
+    def us(text: str) -> int:
+        value = parse_ts(text)
+        assert value is not None
+        return value
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    path = _file(tmp_path, 3000)
+    assert path.stat().st_size > MIN_BYTES
+    store = ViewStore(StateDir.of())
+    answer(path, store)
+    assert resumes(store, path)
+    mem = Memory.open(path)
+    with pytest.raises(UnknownId):
+        mem.forget_record("never-here")
+    # A newer record of id000002 appended after the store was written: the tombstone is
+    # stamped after it, not after what the store holds.
+    late = (
+        b'{"id": "id000002", "kind": "fact", "text": "t", "created_at": "2026-11-03T00:00:00Z"}\n'
+    )
+    with open(path, "ab") as f:
+        f.write(late)
+    tomb = mem.forget_record("id000002", now=0)
+    assert tomb.ts > us("2026-11-03T00:00:00Z")
+    # An id only the store's part holds.
+    assert mem.forget_record("id000010", now=0).ts > us("2026-11-01T00:00:10Z")
+    # The store is what was read: one that says id000020's newest record is later than the
+    # file's (a forged one, valid for the file) moves the stamp.
+    target = store.state.view_store(path)
+    from memsync.local import viewstore
+
+    blob = target.read_bytes()
+    stored = viewstore._unpack(blob)
+    assert stored is not None
+    stored.inferred.ts[stored.inferred.ids.index("id000020")] = us("2027-01-01T00:00:00Z")
+    target.write_bytes(viewstore._pack(stored))
+    assert mem.forget_record("id000020", now=0).ts > us("2027-01-01T00:00:00Z")
