@@ -7,7 +7,10 @@ known in the hub has read past it (SEMANTICS rule 15). A replica cannot know whe
 tombstone sits in the hub files, but it knows, for each of its passes, how far it had read
 every file then (a *snapshot*): everything it had learned the hub holds by then lies below
 those offsets. So a tombstone first seen in the hub at time S is acknowledged once some
-snapshot taken at or after S is covered by every other replica's watermarks.
+snapshot taken at or after S is covered by every other replica's watermarks. A replica
+that compacts its own hub file against its local file also publishes how far it had read
+then ("weighed", issue 24): its hub file may hold an entry a tombstone deletes until then,
+so those positions are the ones a tombstone must be covered by.
 
 Watermark files are data from other machines: parsed defensively, never trusted for
 anything but holding a tombstone back (a bogus watermark can only keep tombstones longer).
@@ -18,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from memsync.core.timestamps import parse_ts
 
@@ -51,6 +54,18 @@ class Watermarks:
     replica: str
     read: dict[str, tuple[int, str | None]]
     updated_at: int | None
+    weighed: dict[str, tuple[int, str | None]] | None = None
+    """How far it had read every file when it last compacted its own hub file against its
+    local file (issue 24): a tombstone read by then deletes nothing left in that file.
+    None: not published (an older memsync, or no such compaction yet)."""
+
+    def as_weighed(self) -> Watermarks:
+        """These marks with `weighed` as the read positions, when published: what rule 15's
+        acknowledgement asks of a peer (a tombstone may go only once every peer's own hub
+        file holds nothing it deletes). Else the read positions, as before."""
+        if self.weighed is None:
+            return self
+        return Watermarks(self.replica, self.weighed, self.updated_at, self.weighed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +86,25 @@ def parse_watermarks(replica: str, data: bytes) -> Watermarks | None:
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("read"), dict):
         return None
-    read: dict[str, tuple[int, str | None]] = {}
-    for name, pos in doc["read"].items():
+    weighed = doc.get("weighed")
+    return Watermarks(
+        replica,
+        _positions(doc["read"]),
+        parse_ts(doc.get("updated_at")),
+        _positions(weighed) if isinstance(weighed, dict) else None,
+    )
+
+
+def _positions(doc: dict[Any, Any]) -> dict[str, tuple[int, str | None]]:
+    """The valid `{name: {"offset", "generation"}}` entries of an untrusted document."""
+    out: dict[str, tuple[int, str | None]] = {}
+    for name, pos in doc.items():
         if not isinstance(name, str) or not isinstance(pos, dict):
             continue
         offset, gen = pos.get("offset"), pos.get("generation")
         if type(offset) is int and offset >= 0 and (gen is None or isinstance(gen, str)):
-            read[name] = (offset, gen)
-    return Watermarks(replica, read, parse_ts(doc.get("updated_at")))
+            out[name] = (offset, gen)
+    return out
 
 
 def covers(marks: Watermarks, snapshot: Snapshot) -> bool:
@@ -124,12 +150,14 @@ class SnapshotDoc(TypedDict):
 
 class MarksDoc(TypedDict):
     """A peer's watermarks as the sync state caches them (JSON): the size and mtime of its
-    watermark file when read, and what it said (`read` None: not a watermark document)."""
+    watermark file when read, and what it said (`read` None: not a watermark document;
+    `weighed` missing or None: not said, see `Watermarks.weighed`)."""
 
     size: int
     mtime: float
     read: dict[str, Position] | None
     updated_at: int | None
+    weighed: NotRequired[dict[str, Position] | None]
 
 
 def snapshot_of(doc: SnapshotDoc) -> Snapshot:
@@ -143,7 +171,13 @@ def marks_of(replica: str, doc: MarksDoc | None) -> Watermarks | None:
     if doc is None or positions is None:
         return None
     read = {k: (v[0], v[1]) for k, v in positions.items()}
-    return Watermarks(replica, read, doc.get("updated_at"))
+    weighed = doc.get("weighed")
+    return Watermarks(
+        replica,
+        read,
+        doc.get("updated_at"),
+        None if weighed is None else {k: (v[0], v[1]) for k, v in weighed.items()},
+    )
 
 
 Standing = Literal["ok", "silent", "back"]

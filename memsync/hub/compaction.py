@@ -93,7 +93,10 @@ def _acknowledged(
     for remote in remotes:
         state = SyncState.load(state_dir.sync_state(memory, remote))
         others = {
-            name: marks_of(name, state.marks.get(name))
+            # A peer's own hub file may hold what a tombstone deletes until that peer has
+            # compacted it against a local file holding the tombstone (issue 24): its
+            # "weighed" positions, when it publishes them.
+            name: None if (m := marks_of(name, state.marks.get(name))) is None else m.as_weighed()
             # Every replica known in the hub: one with a file, or only watermarks (a
             # replica that has read but never written).
             for name in state.peers.keys() | state.marks.keys()
@@ -310,9 +313,9 @@ def compact_own_hub_file(
         transport.replace(memory, own, new)
         state.own_size, state.own_tail = len(new), b64(new[-HUB_TAIL_BYTES:])
         state.own_generation = generation
-        if local is not None:
-            state.own_compacted_at = at
         state.save(state_dir.sync_state(memory, remote))
+        if local is not None:
+            _weighed(state, state_dir, memory, remote, at)
         replace_done(state_dir, memory, remote)
         return size, len(new)
 
@@ -334,4 +337,5 @@ def _weighed(state: SyncState, state_dir: StateDir, memory: str, remote: str, at
     """Record that our own hub file, as it is, was compacted against the local file at
     `at`: the local file's tombstones seen by then may go (`_check`)."""
     state.own_compacted_at = at
+    state.weighed = {peer + ".jsonl": [p.offset, p.generation] for peer, p in state.peers.items()}
     state.save(state_dir.sync_state(memory, remote))

@@ -340,6 +340,11 @@ class PushPass(PassBase):
                 for peer, p in sorted(self.state.peers.items())
             },
         }
+        if self.state.weighed is not None:  # issue 24: see `Watermarks.weighed`
+            doc["weighed"] = {
+                name: {"offset": pos[0], "generation": pos[1]}
+                for name, pos in sorted(self.state.weighed.items())
+            }
         text = json.dumps(doc, sort_keys=True)
         if text == self.state.watermarks:
             return

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.core.names import valid_replica, windows_problem
-from memsync.core.watermarks import MarksDoc, SnapshotDoc
+from memsync.core.watermarks import MarksDoc, Position, SnapshotDoc
 from memsync.errors import LockTimeout, MemsyncError
 from memsync.local.lock import held
 from memsync.local.statedir import StateDir
@@ -123,6 +123,9 @@ class SyncState:
     # When our own hub file was last compacted against the local file (None: not since
     # this state was made): the local file's tombstones seen before may go (issue 24).
     own_compacted_at: int | None = None
+    # How far every peer's file was read (merged) at that compaction: published in our
+    # watermarks as "weighed" (`memsync.core.watermarks.Watermarks.weighed`).
+    weighed: dict[str, Position] | None = None
 
     @classmethod
     def load(cls, path: Path) -> SyncState:

@@ -346,6 +346,9 @@ class _Pass(PushPass):
             "mtime": f.mtime,
             "read": None if marks is None else {k: list(v) for k, v in marks.read.items()},
             "updated_at": None if marks is None else marks.updated_at,
+            "weighed": None
+            if marks is None or marks.weighed is None
+            else {k: list(v) for k, v in marks.weighed.items()},
         }
 
     def snapshot(self) -> None:

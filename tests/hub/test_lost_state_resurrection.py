@@ -11,8 +11,9 @@ leaves `a`'s hub file while `a`'s local file still holds the tombstone.
 
 The local file keeps an acknowledged tombstone until our hub file was compacted against
 it since the tombstone was seen (`memsync compact` alone, or a hub out of reach, no longer
-drops it first). Left open: a peer's compaction may drop the tombstone from its hub file
-before ours is compacted (a new machine reading both in between sees X).
+drops it first); and every replica keeps it until each peer's own hub file was compacted
+so (the peers' "weighed" watermarks). Left open: a peer that never compacted its hub file
+(no daemon, or an older memsync) still counts by how far it has read.
 """
 
 from __future__ import annotations
@@ -89,3 +90,41 @@ def test_a_lost_state_directory_brings_no_forgotten_entry_back(
     c = make_replica(tmp_path, "c", str(hub), replica_id="c")
     c.sync()
     assert {e.id for e in c.view().entries} == {kept}
+
+
+@pytest.mark.slow
+def test_a_peer_keeps_the_tombstone_until_the_entrys_writer_has_weighed_its_hub_file(
+    tmp_path: Path, hub: Path
+) -> None:
+    """The window between machines: `b` forgets `a`'s entry X; everyone reads the
+    tombstone; past the horizon `b` compacts first. Dropped then from `b`'s files, the
+    tombstone left X in `a`'s hub file with nothing to delete it, for a new machine to
+    read. `a` publishes how far it had read when it last compacted its hub file against
+    its local file ("weighed"); `b` keeps the tombstone until that covers it."""
+    a = make_replica(tmp_path, "a", str(hub), replica_id="a")
+    b = make_replica(tmp_path, "b", str(hub), replica_id="b")
+    x = a.memory().add("fact", "Doomed: the staging bucket is public.").id
+    kept = a.memory().add("fact", "Kept: the build needs Python 3.11.").id
+    for r in (a, b):
+        r.sync()
+    _compact_as_the_daemon_does(a, now_us())  # a has weighed once: it says "weighed"
+    b.memory().forget(x)
+    for r in (a, b, a, b, a):  # the tombstone read by everyone, and said so
+        r.sync()
+
+    later = now_us() + 2 * DAY  # past the horizon
+    _compact_as_the_daemon_does(b, later)
+    assert x.encode() in hub_file(hub, "b").read_bytes()  # kept: a has not weighed since
+    c = make_replica(tmp_path, "c", str(hub), replica_id="c")
+    c.sync()
+    assert {e.id for e in c.view().entries} == {kept}
+
+    _compact_as_the_daemon_does(a, later)  # X leaves a's hub file
+    assert x.encode() not in hub_file(hub, "a").read_bytes()
+    for r in (a, b):
+        r.sync()
+    _compact_as_the_daemon_does(b, later)
+    assert x.encode() not in hub_file(hub, "b").read_bytes()  # now it may go
+    d = make_replica(tmp_path, "d", str(hub), replica_id="d")
+    d.sync()
+    assert {e.id for e in d.view().entries} == {kept}
