@@ -51,6 +51,7 @@ from memsync.core.bridge_block import (
     render_block,
 )
 from memsync.core.bridge_edits import Changes, Line, change_records, diff_block, parse_item
+from memsync.core.prompt import PromptEntry
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import build_view
@@ -189,7 +190,7 @@ def _attempt(
     snap = read_bridged(bridge.path)
     if snap.data is None and (why := may_create(bridge.path)) is not None:
         raise BridgeRefused(why)
-    text = _decode(snap)
+    bom, text = _without_bom(_decode(snap))
     span = locate(text)
     confirmed, pending = _load(state, snap.target)
     saved = [r for r in (confirmed, pending) if r is not None]
@@ -230,15 +231,15 @@ def _attempt(
         )
         out.appended += added
     entries = [e for e in live_entries(mem, now) if e.id not in shown]
-    rendered = render_block(entries, bridge.selection, _limits(bridge, outside))
+    rendered = _render(entries, bridge, bom + outside, _newline(text))
     if rendered.left_out:
         out.notes.append(f"{rendered.left_out} entries left out to fit the budget")
     if rendered.withheld:
         out.notes.append(f"{len(rendered.withheld)} entries withheld: they look like secrets")
     if bridge.format == "agents-md" and (bridge.path.parent / "AGENTS.override.md").exists():
         out.notes.append("AGENTS.override.md sits beside it: Codex reads that file instead")
-    new = _splice(text, span, rendered.text)
-    if new == text:
+    new = bom + _splice(text, span, rendered.text)
+    if new == bom + text:
         _save(state, snap.target, rendered, None)
         return True
     _save(state, snap.target, confirmed, rendered)
@@ -257,6 +258,13 @@ def _decode(snap: Snapshot) -> str:
     except UnicodeDecodeError as exc:
         line = snap.data.count(b"\n", 0, exc.start) + 1
         raise BridgeRefused(f"{snap.path}:{line}: not UTF-8; left as it is") from None
+
+
+def _without_bom(text: str) -> tuple[str, str]:
+    """A byte order mark at the start of `text` (rule 1), and the rest: the block goes
+    after it, so that it stays the file's first bytes (before it, it would be a stray
+    character at the start of the person's first line, breaking a heading there)."""
+    return ("\ufeff", text[1:]) if text.startswith("\ufeff") else ("", text)
 
 
 _READER = {"agents-md": "Codex's budget", "claude-md": "what Claude Code loads"}
@@ -279,6 +287,28 @@ def _limits(bridge: Bridge, outside: str) -> Limits:
             f" ({limits.max_bytes} bytes); no room for the block"
         )
     return Limits(room, limits.max_chars, limits.max_lines)
+
+
+def _render(entries: list[PromptEntry], bridge: Bridge, outside: str, nl: str) -> Rendered:
+    """The block within the format's limit on the whole file (`_limits`) as it is
+    written: in "\r\n" line endings each of its lines takes a byte more than
+    `render_block` counts, so the room is tightened by that excess until it fits (a
+    Codex that stops reading at 32 KiB would cut the end marker and the person's text).
+
+    Raises:
+        BridgeRefused: the file's own text leaves no room. BlockError: not even the
+            markers fit.
+    """
+    limits = _limits(bridge, outside)
+    rendered = render_block(entries, bridge.selection, limits)
+    while limits.max_bytes is not None and nl != "\n":
+        text = rendered.text
+        excess = len(text.encode("utf-8")) + text.count("\n") * (len(nl) - 1) - limits.max_bytes
+        if excess <= 0:
+            break
+        limits = Limits(limits.max_bytes - excess, limits.max_chars, limits.max_lines)
+        rendered = render_block(entries, bridge.selection, limits)
+    return rendered
 
 
 def _newline(text: str) -> str:
@@ -417,11 +447,11 @@ def remove_block(path: str | os.PathLike[str], *, state_dir: StateDirLike | None
             snap = read_bridged(Path(path).expanduser())
             if snap.data is None:
                 return False
-            text = _decode(snap)
+            bom, text = _without_bom(_decode(snap))
             span = locate(text)
             if span is None:
                 return False
-            rest = (text[: span.start] + text[span.stop :]).encode("utf-8")
+            rest = (bom + text[: span.start] + text[span.stop :]).encode("utf-8")
             if replace_if_unchanged(snap, rest):
                 state.bridge_rendered(snap.target).unlink(missing_ok=True)
                 return True
