@@ -24,13 +24,18 @@ from memsync.local.fileindex import DigestStore, FileIndex
 from memsync.local.statedir import StateDir
 
 __all__ = [
+    "HUB_FILE_SUFFIX",
     "HUB_TAIL_BYTES",
     "MAX_PEER_BYTES",
+    "OWN_CHECK_BYTES",
     "PUSH_CHUNK_BYTES",
     "READ_BYTES",
     "PassBase",
     "SyncReport",
     "b64",
+    "header_generation",
+    "is_record_line",
+    "tail_hash",
 ]
 
 MAX_PEER_BYTES = 1 << 30
@@ -50,8 +55,9 @@ _HEAD_BYTES = 512  # enough for a header line: where the generation token is
 # Our own file's last bytes, checked before each push: another writer appending changes
 # its size, which is checked first; this catches a rewrite, where the last line does, and
 # the header's generation token a replace that kept the size and the last line.
-_OWN_CHECK_BYTES = 64
-_SUFFIX = ".jsonl"
+OWN_CHECK_BYTES = 64
+HUB_FILE_SUFFIX = ".jsonl"
+"""A replica's hub file is `<replica>.jsonl` in the memory's folder."""
 
 
 @dataclass
@@ -93,11 +99,12 @@ class SyncReport:
         return asdict(self)
 
 
-def _hash(data: bytes) -> str:
+def tail_hash(data: bytes) -> str:
+    """The hash of the bytes before a saved offset, checked before reading or writing on."""
     return xxhash.xxh3_64_hexdigest(data)
 
 
-def _generation(data: bytes) -> str | None:
+def header_generation(data: bytes) -> str | None:
     """The generation token of a file's header, from its first bytes (None: no header)."""
     first = without_bom(data.split(b"\n", 1)[0])  # rule 1
     try:
@@ -138,7 +145,7 @@ class PassBase:
             st.replica = replica
         self.hub = DigestStore(state_dir.hub_index(memory, remote))
         self.index = FileIndex(local, state_dir.merge_index(local))
-        self.own = replica + _SUFFIX
+        self.own = replica + HUB_FILE_SUFFIX
         self.install = install_token(state_dir)  # written in our hub file's header
         self.report = SyncReport(memory, remote)
         self._last_tail = b""
@@ -161,14 +168,15 @@ class PassBase:
             head = self.t.read(self.memory, name, 0, 64 * 1024)
         if count:
             self.report.pulled_bytes += len(head)
-        return _generation(head)
+        return header_generation(head)
 
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _is_record(raw: bytes) -> bool:
+def is_record_line(raw: bytes) -> bool:
+    """Whether a hub line is a record (not a header, a blank or a bad line)."""
     try:
         return type(classify(raw)) is Record
     except MemsyncError:  # a header of a format memsync does not read

@@ -30,7 +30,7 @@ from memsync.core.viewdiff import (
     relevant_records,
 )
 from memsync.errors import MemsyncError
-from memsync.hub._pass import _SUFFIX
+from memsync.hub._pass import HUB_FILE_SUFFIX
 from memsync.hub.codec import Codec
 from memsync.hub.receipts import local_receipt, read_receipt
 from memsync.hub.state import SyncState
@@ -86,7 +86,7 @@ class _Rebuild:
 
     def file(self, name: str, ours: tuple[int, str | None] | None) -> None:
         """Take in one hub file: what the peer read of it against what we read."""
-        owner = name[: -len(_SUFFIX)]
+        owner = name[: -len(HUB_FILE_SUFFIX)]
         theirs = self.peer.own if owner == self.peer.replica else self.peer.read.get(name)
         mine = ours or (0, None)
         if theirs is None:
@@ -141,11 +141,11 @@ def diff_replica(
     ours = list(relevant_records(_local_lines(local), buckets))
     rebuild = _Rebuild(transport, codec, memory, buckets, theirs)
     state = SyncState.load(state_dir.sync_state(memory, remote))
-    for name in sorted(n for n in listing if n.endswith(_SUFFIX) and not n.startswith(".")):
-        if name == replica + _SUFFIX:
+    for name in sorted(n for n in listing if n.endswith(HUB_FILE_SUFFIX) and not n.startswith(".")):
+        if name == replica + HUB_FILE_SUFFIX:
             pos = None if state.own_size is None else (state.own_size, state.own_generation)
         else:
-            p = state.peers.get(name[: -len(_SUFFIX)])
+            p = state.peers.get(name[: -len(HUB_FILE_SUFFIX)])
             pos = None if p is None else (p.offset, p.generation)
         rebuild.file(name, pos)
     report.hub_bytes += rebuild.bytes

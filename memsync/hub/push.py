@@ -22,15 +22,15 @@ from memsync.core.watermarks import (
 )
 from memsync.errors import ReplicaClash, TransportError
 from memsync.hub._pass import (
-    _OWN_CHECK_BYTES,
-    _SUFFIX,
+    HUB_FILE_SUFFIX,
     HUB_TAIL_BYTES,
+    OWN_CHECK_BYTES,
     PUSH_CHUNK_BYTES,
     READ_BYTES,
     PassBase,
-    _generation,
-    _is_record,
     b64,
+    header_generation,
+    is_record_line,
 )
 from memsync.hub.state import matching_intent, replace_done, replace_intents
 from memsync.hub.transports import PushChunks, Truncates
@@ -118,7 +118,7 @@ class PushPass(PassBase):
         if size < st.own_size:
             return self._rewritten(size, f"it shrank from {st.own_size} to {size} bytes")
         tail = base64.b64decode(st.own_tail)
-        check = tail[-_OWN_CHECK_BYTES:]
+        check = tail[-OWN_CHECK_BYTES:]
         begin = st.own_size - len(check)
         # An S3 hub's file in the generation we checked last time was only appended to.
         vouched = self._own_listed is not None and self._own_listed == st.own_hub_generation
@@ -209,7 +209,7 @@ class PushPass(PassBase):
         lines, _ = split_complete(mine, at_start=True)
         st = self.state
         st.own_size, st.own_tail = intent.size, b64(mine[-HUB_TAIL_BYTES:])
-        st.own_generation = _generation(mine)
+        st.own_generation = header_generation(mine)
         st.own_hub_generation = None  # checked by its bytes from now on
         self.hub.add(map(line_digest, self.codec.plain_lines(lines)), self.now)
         st.save(self.state_path)  # the intents are spent only once this is saved
@@ -247,7 +247,7 @@ class PushPass(PassBase):
         whose bytes these are: a header is not one, nor a torn line of ours that a pass
         whose answer was lost terminated. A record goes out without the "\\r" of a CRLF
         local line: either form is ours."""
-        records = [raw for raw in lines if _is_record(raw)]
+        records = [raw for raw in lines if is_record_line(raw)]
         self.index.refresh()  # our latest local records, to recognize them
         mine = self.index.intersection(
             [d for raw in records for d in (line_digest(raw), line_digest(raw + b"\r"))]
@@ -336,7 +336,7 @@ class PushPass(PassBase):
         doc = {
             "replica": self.replica,
             "read": {
-                peer + _SUFFIX: {"offset": p.offset, "generation": p.generation}
+                peer + HUB_FILE_SUFFIX: {"offset": p.offset, "generation": p.generation}
                 for peer, p in sorted(self.state.peers.items())
             },
         }

@@ -46,7 +46,7 @@ from memsync.core.scan import line_digest
 from memsync.core.timestamps import SECOND
 from memsync.core.version import __version__
 from memsync.errors import MemsyncError
-from memsync.hub._pass import _SUFFIX, PassBase
+from memsync.hub._pass import HUB_FILE_SUFFIX, PassBase
 from memsync.hub.codec import Codec, EncryptedCodec
 from memsync.hub.crypto import LineCipher
 from memsync.hub.transports import RemoteFile, Transport
@@ -145,7 +145,7 @@ def refresh(
     rs.files = {
         f.name: f.size
         for f in listing
-        if f.name.endswith(_SUFFIX) and valid_replica(f.name[: -len(_SUFFIX)])
+        if f.name.endswith(HUB_FILE_SUFFIX) and valid_replica(f.name[: -len(HUB_FILE_SUFFIX)])
     }
     rs.listed_at = now
     seen = set()
@@ -262,7 +262,9 @@ def local_receipt(
 
 
 def _positions(p: PassBase) -> tuple[dict[str, Position], Position | None]:
-    read = {peer + _SUFFIX: (ps.offset, ps.generation) for peer, ps in p.state.peers.items()}
+    read = {
+        peer + HUB_FILE_SUFFIX: (ps.offset, ps.generation) for peer, ps in p.state.peers.items()
+    }
     own_size = p.state.own_size
     own = None if own_size is None else (own_size, p.state.own_generation)
     return read, own

@@ -42,15 +42,15 @@ from memsync.core.watermarks import (
 )
 from memsync.errors import MemsyncError, TransportError, UnreadableHubFile, UnsupportedFormat
 from memsync.hub._pass import (
-    _SUFFIX,
+    HUB_FILE_SUFFIX,
     HUB_TAIL_BYTES,
     MAX_PEER_BYTES,
     PUSH_CHUNK_BYTES,
     READ_BYTES,
     SyncReport,
-    _generation,
-    _hash,
     b64,
+    header_generation,
+    tail_hash,
 )
 from memsync.hub.codec import Codec
 from memsync.hub.push import PushPass
@@ -104,7 +104,7 @@ class _Pass(PushPass):
         for f in files:
             if f.name.endswith(WATERMARK_SUFFIX) and f.name != self.replica + WATERMARK_SUFFIX:
                 self._readmarks_of(f)
-            if not f.name.endswith(_SUFFIX):
+            if not f.name.endswith(HUB_FILE_SUFFIX):
                 continue
             if f.name == self.own:
                 self._own_listed = f.generation
@@ -156,7 +156,7 @@ class _Pass(PushPass):
         the batch, issue 14) and at the end of the pull. Usually one merge takes every
         file's new lines: judged together, a record and the one that beats it arriving in
         two files are not appended apart (rule 14 would then repeat the winner)."""
-        peer, where = f.name[: -len(_SUFFIX)], self.where(f.name)
+        peer, where = f.name[: -len(HUB_FILE_SUFFIX)], self.where(f.name)
         own = f.name == self.own
         prior = self.state.peers.get(peer)
         state = self._checked(f, prior)
@@ -272,7 +272,7 @@ class _Pass(PushPass):
         begin = max(0, state.offset - (state.tail_len or HUB_TAIL_BYTES))
         tail = self.t.read(self.memory, name, begin, state.offset - begin)
         self.report.pulled_bytes += len(tail)
-        if _hash(tail) != state.tail:
+        if tail_hash(tail) != state.tail:
             return PeerState()
         self._last_tail = tail
         if begin > 0 and self._read_generation(name) != state.generation:
@@ -306,7 +306,7 @@ class _Pass(PushPass):
                 break
             self.report.pulled_bytes += len(data)
             if offset == 0:
-                generation, recent, tail = _generation(data), b"", b""
+                generation, recent, tail = header_generation(data), b"", b""
             offset += len(data)
             block, _ = splitter.feed(data)
             if block:
@@ -331,7 +331,7 @@ class _Pass(PushPass):
             begin = max(0, done - HUB_TAIL_BYTES)
             tail = self.t.read(self.memory, name, begin, done - begin)
             self.report.pulled_bytes += len(tail)
-        return PeerState(done, line_no, _hash(tail), generation, tail_len=len(tail))
+        return PeerState(done, line_no, tail_hash(tail), generation, tail_len=len(tail))
 
     def _readmarks_of(self, f: RemoteFile) -> None:
         """Read a peer's watermark file when it changed (untrusted: parsed defensively)."""
@@ -354,7 +354,9 @@ class _Pass(PushPass):
     def snapshot(self) -> None:
         """Record how far every hub file has been read now (see `memsync.core.watermarks`), and which
         replicas have not read that far yet."""
-        sizes = {peer + _SUFFIX: [p.offset, p.generation] for peer, p in self.state.peers.items()}
+        sizes = {
+            peer + HUB_FILE_SUFFIX: [p.offset, p.generation] for peer, p in self.state.peers.items()
+        }
         if self.state.own_size:
             sizes[self.own] = [self.state.own_size, self.state.own_generation]
         snaps = self.state.snapshots
@@ -394,7 +396,7 @@ def _unsupported(lines: list[bytes], where: str, first_line: int) -> str | None:
 def _replica_of(name: str) -> str | None:
     """The replica a hub file belongs to (`<replica>.jsonl` or its watermark file), or None
     for any other file, a hidden one (`._laptop.jsonl`) or a name no replica can have."""
-    for suffix in (_SUFFIX, WATERMARK_SUFFIX):
+    for suffix in (HUB_FILE_SUFFIX, WATERMARK_SUFFIX):
         if name.endswith(suffix):
             replica = name[: -len(suffix)]
             return replica if valid_replica(replica) else None
