@@ -326,7 +326,10 @@ def _secret(text: str, path: Path, out: BridgeResult) -> bool:
 
 
 def _read(path: Path) -> str:
-    data = path.read_bytes()
+    return _utf8(path.read_bytes(), path)
+
+
+def _utf8(data: bytes, path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -339,13 +342,15 @@ def _render(
 ) -> None:
     """Write memsync's files and its block of `MEMORY.md`; delete its files no longer
     selected."""
+    index = folder / "MEMORY.md"
+    snap = read_bridged(index)
+    # Strictly, before anything is deleted: a byte that is not UTF-8 would be written
+    # back as U+FFFD, and the person's or Claude's byte lost.
+    original = "" if snap.data is None else _utf8(snap.data, index)
     live = live_entries(mem, now)
     dropped = _forget_claudes(folder, known, {e.id for e in live}, out)
     claudes = known.claudes()
     entries = [e for e in live if e.id not in claudes]
-    index = folder / "MEMORY.md"
-    snap = read_bridged(index)
-    original = "" if snap.data is None else snap.data.decode("utf-8", errors="replace")
     span = locate(original)
     if span is None:
         text = _without_pointers(original, dropped)

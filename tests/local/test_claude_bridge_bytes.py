@@ -1,0 +1,35 @@
+"""Claude's `MEMORY.md` is the person's and Claude's bytes (issue 22): memsync never
+rewrites what it cannot read."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from memsync.core.bridge_block import Selection
+from memsync.local.bridges import Bridge
+from memsync.local.claude_bridge import sync_claude_bridge
+from memsync.local.memory import Memory
+from tests.helpers.bridges import claude_project
+
+
+def test_a_memory_index_not_utf8_is_left_as_it_is(tmp_path: Path) -> None:
+    repo = tmp_path / "src" / "app"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    claude = tmp_path / ".claude"
+    folder = claude_project(claude, repo)
+    index = folder / "MEMORY.md"
+    original = index.read_bytes() + b"- Caf\xe9 notes (typed in Latin-1)\n"
+    index.write_bytes(original)
+    mem = Memory.open(tmp_path / "me.jsonl")
+    mem.add("avoid", "Never force-push main.")
+    res = sync_claude_bridge(
+        mem.path,
+        Bridge(repo, "claude-auto-memory", Selection()),
+        machine="m1",
+        state_dir=tmp_path / "state",
+        claude_dir=claude,
+    )
+    assert index.read_bytes() == original  # no byte turned into U+FFFD
+    assert res.refused is not None
+    assert "MEMORY.md" in res.refused
