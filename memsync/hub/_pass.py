@@ -135,14 +135,7 @@ class PassBase:
         self.t, self.replica, self.now = transport, replica, now
         self.state_dir = state_dir
         self.state_path = state_dir.sync_state(memory, remote)
-        self.state = SyncState.load(self.state_path)
-        if self.state.replica != replica:
-            # Another replica id than last time (the fix a clash message asks for): our hub
-            # file is another file, and what we knew of the old one says nothing about it.
-            st = self.state
-            st.own_size, st.own_tail, st.own_generation, st.pushed = None, "", None, None
-            st.own_hub_generation = None
-            st.replica = replica
+        self.load_state()
         self.hub = DigestStore(state_dir.hub_index(memory, remote))
         self.index = FileIndex(local, state_dir.merge_index(local))
         self.own = replica + HUB_FILE_SUFFIX
@@ -151,6 +144,20 @@ class PassBase:
         self._last_tail = b""
         self._own_listed: str | None = None  # our file's generation in this pass's listing
         self._own_read = 0  # how far the pull read our own hub file (when it had to)
+
+    def load_state(self) -> None:
+        """Read the saved state; call it again once the pass lock is held: a compaction of
+        our hub file may have saved a new one while this pass waited for the lock (the
+        daemon runs them in different workers), and the state read before would take our
+        compacted file for another machine's (issue 24)."""
+        self.state = SyncState.load(self.state_path)
+        if self.state.replica != self.replica:
+            # Another replica id than last time (the fix a clash message asks for): our hub
+            # file is another file, and what we knew of the old one says nothing about it.
+            st = self.state
+            st.own_size, st.own_tail, st.own_generation, st.pushed = None, "", None, None
+            st.own_hub_generation = None
+            st.replica = self.replica
 
     def close(self) -> None:
         self.hub.close()

@@ -443,6 +443,7 @@ def sync_once(
         return report
     try:
         with pass_lock(state, memory, remote):
+            p.load_state()  # as saved by whoever held the lock last (a hub compaction)
             # issue 12: a change of mode or key rewrites our hub file, but only once the
             # adoption check says it is ours (issue 24)
             p.codec.prepare(p.t, memory, p.own, p.state, state, p._check_adoption)

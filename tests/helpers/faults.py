@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Callable
 
 from memsync.errors import TransportError
 from memsync.hub.transports import RemoteFile, Transport
 
-__all__ = ["AckLost", "BeforeFirstWrite", "CountingReads", "KilledAfterReplace"]
+__all__ = [
+    "AckLost",
+    "BeforeFirstWrite",
+    "CountingReads",
+    "KilledAfterReplace",
+    "PausedAfterReplace",
+]
 
 
 class AckLost:
@@ -138,6 +145,40 @@ class CountingReads:
 
     def replace(self, folder: str, name: str, data: bytes) -> None:
         self.inner.replace(folder, name, data)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class PausedAfterReplace:
+    """A `Transport` passing every call to `inner` (its optional capabilities too), whose
+    `replace` lands and then waits until `go` is set: a caller stopped right after the
+    rename, still holding whatever it holds (a compaction, the pass lock)."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.replaced = threading.Event()
+        self.go = threading.Event()
+
+    def __getattr__(self, attr: str) -> object:
+        return getattr(self.inner, attr)
+
+    def list_files(self, folder: str) -> list[RemoteFile]:
+        return self.inner.list_files(folder)
+
+    def size(self, folder: str, name: str) -> int | None:
+        return self.inner.size(folder, name)
+
+    def read(self, folder: str, name: str, offset: int, limit: int) -> bytes:
+        return self.inner.read(folder, name, offset, limit)
+
+    def write_at(self, folder: str, name: str, offset: int, data: bytes) -> int:
+        return self.inner.write_at(folder, name, offset, data)
+
+    def replace(self, folder: str, name: str, data: bytes) -> None:
+        self.inner.replace(folder, name, data)
+        self.replaced.set()
+        assert self.go.wait(60), "never told to go on"
 
     def close(self) -> None:
         self.inner.close()

@@ -14,18 +14,24 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memsync.hub.compaction import compact_own_hub_file
 from memsync.hub.keys import new_master_key
 from memsync.hub.state import save_replace_intent
+from memsync.hub.sync import sync_once
+from memsync.hub.transports.localdir import LocalDirTransport
 from memsync.hub.transports.s3 import S3Transport
 from memsync.local.fresh import now_us
 from memsync.local.statedir import StateDir
 from tests.helpers.crypto import encrypted_replica
+from tests.helpers.faults import PausedAfterReplace
 from tests.helpers.s3server import S3Server
 from tests.helpers.sshd import SshdServer
 from tests.helpers.sync import (
@@ -315,3 +321,71 @@ def test_our_own_replace_at_the_same_length_is_ours_by_its_intent(
     assert added.id.encode() in own.read_bytes()
     desk.sync()
     assert {e.text for e in desk.view().entries} == {"Kept.", "Pushed after our own replace."}
+
+
+def test_a_pass_that_waited_for_our_hub_files_compaction_is_no_clone(
+    tmp_path: Path, hub: Path
+) -> None:
+    """The daemon runs passes and compactions in different workers: a pass that read its
+    state, then waited for the pass lock while our hub file was compacted, went on with
+    the state of before the compaction: the file "shrank", the intent was spent, and the
+    pass said another machine uses our replica id (and saved that stale state, so every
+    pass after said it too). A pass reads its state once it holds the lock."""
+    laptop, desk = (
+        make_replica(tmp_path, "laptop", str(hub)),
+        make_replica(tmp_path, "desk", str(hub)),
+    )
+    mem = laptop.memory()
+    first = mem.add("fact", "The deploy runs on Mondays.")
+    for i in range(5):
+        mem.add("fact", f"Forgotten later, number {i}.")
+    laptop.sync()
+    for e in mem.view().entries:
+        if e.id != first.id:
+            mem.forget(e.id)
+    laptop.sync()
+    paused = PausedAfterReplace(LocalDirTransport(hub))
+    state = StateDir(laptop.state_dir)
+    compaction = threading.Thread(
+        target=compact_own_hub_file,
+        kwargs={
+            "memory": MEMORY,
+            "remote": "hub",
+            "transport": paused,
+            "replica": laptop.replica_id,
+            "state_dir": state,
+            "horizon": 86_400 * 10**6,
+            "acknowledged": None,
+            "local": laptop.path,
+        },
+    )
+    compaction.start()
+    assert paused.replaced.wait(30)  # compacted, under the pass lock, state not saved yet
+    reports: list[Any] = []
+    sync = threading.Thread(
+        target=lambda: reports.append(
+            sync_once(
+                memory=MEMORY,
+                local=laptop.path,
+                remote="hub",
+                transport=LocalDirTransport(hub),
+                replica=laptop.replica_id,
+                state_dir=state,
+            )
+        )
+    )
+    sync.start()
+    time.sleep(1.0)  # the pass has read its state and waits for the lock
+    paused.go.set()
+    compaction.join(30)
+    sync.join(60)
+    [report] = reports
+    assert report.error is None, report.error
+    mem.add("fact", "Written after the compaction.")
+    (again,) = laptop.sync()
+    assert again["error"] is None, again["error"]
+    desk.sync()
+    assert {e.text for e in desk.view().entries} == {
+        "The deploy runs on Mondays.",
+        "Written after the compaction.",
+    }
