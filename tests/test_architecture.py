@@ -399,6 +399,18 @@ def test_the_top_level_stays_small() -> None:
     assert len(loose) <= 4
 
 
+MAX_MODULE_LINES = 500
+"""Issue 19: a module a reader takes in at one sitting. A module that outgrows it is split
+by what its parts do, not at an arbitrary line."""
+
+
+def test_no_module_is_over_500_lines() -> None:
+    sizes = {
+        name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()
+    }
+    assert {n: s for n, s in sizes.items() if s > MAX_MODULE_LINES} == {}
+
+
 def test_the_exception_leaf_imports_nothing_of_memsync() -> None:
     """`errors` is imported from everywhere, so it imports nothing of memsync (issue 19)."""
     assert import_graph()["memsync.errors"] == set()
