@@ -191,7 +191,8 @@ def judge(
             )
             continue
         if r is None:
-            out.replicas.append(Standing(name, NO_RECEIPT, "an older memsync, or not synced since"))
+            detail = "an older memsync, not synced since, or sealed under a key not held here"
+            out.replicas.append(Standing(name, NO_RECEIPT, detail))
             continue
         if now - r.time > silent_after:
             detail = (

@@ -82,7 +82,7 @@ def test_a_replica_whose_view_differs_over_the_same_records_is_diverged(
 ) -> None:
     a, b, c = _three(tmp_path, hub, new_replica)
     c.sync()
-    forge_digest(a, c)  # a fault: c publishes another view of the same records
+    forge_digest(c)  # a fault: c publishes another view of the same records
     result = a.cli("status")
     assert result.rc == 1
     assert "c                    DIVERGED: the same records read, a different view" in result.out

@@ -96,7 +96,7 @@ def standings(replica: Replica) -> dict[str, str]:
     return {r["replica"]: r["state"] for r in row["replicas"]}
 
 
-def forge_digest(writer: Replica, of: Replica) -> None:
+def forge_digest(of: Replica) -> None:
     """Rewrite `of`'s receipt in the hub with another view digest, sealed as `of` seals
     it: what a replica with a faulty view (a bug, another version) would publish."""
     config = load_config(of.config)
