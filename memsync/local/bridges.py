@@ -51,6 +51,7 @@ from memsync.core.bridge_block import (
     render_block,
 )
 from memsync.core.bridge_edits import Changes, Line, change_records, diff_block, parse_item
+from memsync.core.lines import classify
 from memsync.core.prompt import PromptEntry
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
@@ -67,7 +68,7 @@ from memsync.local.bridge_records import append_records, legacy_gemini, live_ent
 from memsync.local.fresh import now_us
 from memsync.local.lock import file_lock, held
 from memsync.local.memory import Memory
-from memsync.local.reading import scan
+from memsync.local.reading import is_header, scan
 from memsync.local.statedir import StateDir, StateDirLike
 from memsync.local.storage import atomic_replace
 
@@ -191,6 +192,7 @@ def _attempt(
     if snap.data is None and (why := may_create(bridge.path)) is not None:
         raise BridgeRefused(why)
     bom, text = _without_bom(_decode(snap))
+    _not_a_memory_file(snap, text)
     span = locate(text)
     confirmed, pending = _load(state, snap.target)
     saved = [r for r in (confirmed, pending) if r is not None]
@@ -265,6 +267,20 @@ def _without_bom(text: str) -> tuple[str, str]:
     after it, so that it stays the file's first bytes (before it, it would be a stray
     character at the start of the person's first line, breaking a heading there)."""
     return ("\ufeff", text[1:]) if text.startswith("\ufeff") else ("", text)
+
+
+def _not_a_memory_file(snap: Snapshot, text: str) -> None:
+    """Refuse a memory file (its first line a header or a record, rules 2 and 3): a block
+    at its top would push its header down and add bad lines.
+
+    Raises:
+        BridgeRefused: it is one.
+    """
+    first = text.split("\n", 1)[0].rstrip("\r").encode("utf-8")
+    if first and (is_header(first) or type(classify(first)) is Record):
+        raise BridgeRefused(
+            f"{snap.path}: a memory file (JSON Lines), not Markdown; bridge a Markdown file"
+        )
 
 
 _READER = {"agents-md": "Codex's budget", "claude-md": "what Claude Code loads"}

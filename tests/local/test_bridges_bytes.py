@@ -48,3 +48,22 @@ def test_a_byte_order_mark_stays_first(tmp_path: Path) -> None:
     assert data.count(b"\xef\xbb\xbf") == 1
     assert remove_block(rules, state_dir=tmp_path / "s")
     assert rules.read_bytes() == original
+
+
+def test_a_memory_file_is_never_bridged(tmp_path: Path) -> None:
+    """A JSON Lines memory file given as a bridge (a memory of another config, a hub file):
+    a block at its top would push its header down and add two bad lines (rule 2)."""
+    mem = Memory.open(tmp_path / "me.jsonl")
+    mem.add("fact", "Staging needs the VPN.")
+    other = Memory.open(tmp_path / "other.jsonl")
+    other.add("fact", "Another memory.")
+    headerless = tmp_path / "plain.jsonl"
+    headerless.write_bytes(other.path.read_bytes().split(b"\n", 1)[1])
+    for path in (other.path, headerless):
+        before = path.read_bytes()
+        res = sync_bridge(
+            mem.path, Bridge(path, "agents-md"), machine="m", state_dir=tmp_path / "s"
+        )
+        assert res.refused is not None
+        assert "memory file" in res.refused
+        assert path.read_bytes() == before
