@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +39,15 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite keeps its state out of the developer's: commands run by tests without a
+    state directory of their own (`memsync show` on a big file writes its persistent view)
+    use a temporary one, not ~/.local/state/memsync. Each worker process gets its own."""
+    state = tempfile.mkdtemp(prefix="memsync-test-state-")
+    os.environ["XDG_STATE_HOME"] = state
+    config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
 
 
 SERVER_FIXTURES = frozenset({"sshd_server", "s3_server", "cluster"})
