@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,6 +174,11 @@ def _instant(text: object) -> int | None:
     return us
 
 
+_VERSION = re.compile(r"[0-9A-Za-z.+_-]{1,64}")
+"""A version as `memsync status` may print it: a peer's is shown beside ours, and what
+another machine wrote never drives the terminal nor starts a line (rule 17)."""
+
+
 def _count(value: object) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
@@ -214,7 +220,7 @@ def parse_receipt(replica: str, data: bytes) -> Receipt | None:
     return Receipt(
         replica=replica,
         time=time,
-        version=version if isinstance(version, str) else "?",
+        version=version if isinstance(version, str) and _VERSION.fullmatch(version) else "?",
         view=ViewSummary(digest, entries, buckets, valid_until),
         prompt=prompt if isinstance(prompt, str) else "",
         read=read,

@@ -56,3 +56,17 @@ def test_a_deeply_nested_receipt_is_no_receipt(tmp_path: Path, hub: Path) -> Non
     status = b.cli("status")
     assert "Traceback" not in status.err
     assert status.rc in (0, 1), status.err
+
+
+@pytest.mark.parametrize("version", ["1.0\x1b[2J\x1b]0;owned\x07", "1.0\nREADY=1", "v" * 5000])
+def test_a_receipt_version_that_is_no_version_is_not_printed(
+    tmp_path: Path, hub: Path, version: str
+) -> None:
+    """`memsync status` prints a peer's version when views differ (rule 17: what another
+    machine wrote never drives the terminal, nor starts a line)."""
+    a = make_replica(tmp_path, "a", str(hub))
+    a.memory().add("fact", "The staging bucket is eu-west-1.")
+    a.sync()
+    receipt = parse_receipt(a.replica_id, _forged(hub, a.replica_id, {"version": version}))
+    assert receipt is not None
+    assert receipt.version == "?"
