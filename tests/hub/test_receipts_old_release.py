@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.crypto import BOTH_CODECS, ReplicaFactory
-from tests.helpers.receipts import receipt_path
+from tests.helpers.receipts import receipt_path, replica_on, standings
+from tests.helpers.s3server import ACCESS_KEY, SECRET_KEY, S3Server
 from tests.helpers.sync import Replica, assert_converged
 
 PREVIOUS_RELEASE = "12b32d4"
@@ -93,3 +94,41 @@ def test_the_previous_release_syncs_through_a_hub_holding_receipts(
     new.sync()
     assert_converged([new, old])
     assert len(new.view()) == 3
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+def test_the_previous_release_syncs_through_an_s3_hub_holding_receipts(
+    tmp_path: Path,
+    hub: Path,
+    s3_server: S3Server,
+    previous_release: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    encrypted: bool,
+) -> None:
+    """On S3 a receipt is objects of its own generations (`<replica>.receipt.json/<gen>/0`):
+    the previous release lists them as a file and leaves it alone."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    s3 = (s3_server, s3_server.new_bucket())
+    new, old = (
+        replica_on("s3", tmp_path, name, hub=hub, encrypted=encrypted, s3=s3)
+        for name in ("new", "old")
+    )
+    new.memory().add("fact", "The staging bucket is eu-west-1.")
+    new.sync()
+    old.memory().add("lesson", "Retry after a rate limit, never before.")
+    for _ in range(2):
+        result = _old_memsync(previous_release, old, "sync", "--json")
+        assert result.returncode == 0, result.stdout + result.stderr
+        (report,) = json.loads(result.stdout)
+        assert report["error"] is None
+        assert report["bad"] == []
+        assert report["skipped"] == []
+        new.sync()
+    assert_converged([new, old])
+    assert len(old.view()) == 2
+    assert standings(new) == {"new": "this machine", "old": "no receipt"}
