@@ -63,10 +63,14 @@ def _machine(config: Config) -> str:
 def sync_one(config: Config, bridge: BridgeConfig, machine: str) -> BridgeResult:
     """Sync one configured bridge with its memory."""
     from memsync.config.bridges import sync_configured
+    from memsync.local.bridges import BridgeResult
 
     memory = config.memory_named(bridge.memory)
     assert memory is not None  # the config checked it
-    return sync_configured(bridge, memory.path, machine=machine, state_dir=config.state_dir)
+    try:
+        return sync_configured(bridge, memory.path, machine=machine, state_dir=config.state_dir)
+    except OSError as exc:  # this bridge's file (a symlink loop, no permission): the others go on
+        return BridgeResult(str(bridge.path), refused=str(exc))
 
 
 def _print(result: BridgeResult) -> None:
