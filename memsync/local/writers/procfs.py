@@ -57,7 +57,10 @@ def writers(dev: int, ino: int, *, proc: Path | None = None) -> list[Writer] | N
                 continue
             if st.st_ino != ino or st.st_dev != dev:
                 continue
-            if _writable(root, entry, fd):
+            writable = _writable(root, entry, fd)
+            if writable is None:
+                return None  # it holds the file, how is not shown: cannot tell
+            if writable:
                 found.append(Writer(int(entry), _name(root, entry), int(fd)))
     return found
 
@@ -74,17 +77,23 @@ class ProcFs:
         return writers(dev, ino)
 
 
-def _writable(proc: Path, pid: str, fd: str) -> bool:
-    """Whether fd `fd` of `pid` is open for writing: the octal `flags:` of its fdinfo."""
+def _writable(proc: Path, pid: str, fd: str) -> bool | None:
+    """Whether fd `fd` of `pid` (which holds the file) is open for writing: the octal
+    `flags:` of its fdinfo. False when the descriptor is gone meanwhile; None when how it
+    was opened cannot be read (no fdinfo, as under WSL1 or gVisor; no `flags:` line):
+    "cannot tell", never "nobody" (issue 23, item 1)."""
     try:
         text = Path(f"{proc}/{pid}/fdinfo/{fd}").read_text(encoding="ascii", errors="replace")
+    except FileNotFoundError:
+        gone = os.path.isdir(f"{proc}/{pid}/fdinfo") or not os.path.lexists(f"{proc}/{pid}/fd/{fd}")
+        return False if gone else None
     except OSError:
-        return False
+        return None
     for line in text.splitlines():
         if line.startswith("flags:"):
             flags = int(line.split()[1], 8)
             return (flags & _ACCMODE) in (os.O_WRONLY, os.O_RDWR)
-    return False
+    return None
 
 
 def _name(proc: Path, pid: str) -> str:
