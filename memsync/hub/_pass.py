@@ -1,8 +1,9 @@
 """What a sync pass holds (`memsync.hub.sync`): its settings, its saved state, the digests
 of what the hub holds, the local file's index, its report; and the sizes it works in.
 
-The pass itself is split by direction: `memsync.hub.push` writes our own hub file,
-`memsync.hub.sync` reads the peers' files and runs the pass.
+The pass is functions of one `PassContext`, by direction (issue 19, item 4: no class
+chain): `memsync.hub.sync.pull` reads the peers' files, `memsync.hub.push.push` writes our
+own hub file, and `memsync.hub.sync.sync_once` makes the context and runs them in turn.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from typing import Any
 
 import xxhash
 
-from memsync.core.lines import Header, classify, without_bom
+from memsync.core.lines import Header, SourceLines, classify, without_bom
 from memsync.core.records import Record
 from memsync.errors import MemsyncError
 from memsync.hub.codec import Codec, PlainCodec
 from memsync.hub.state import SyncState, install_token
-from memsync.hub.transports import Transport
+from memsync.hub.transports import RemoteFile, Transport
 from memsync.local.fileindex import DigestStore, FileIndex
 from memsync.local.statedir import StateDir
 
@@ -30,7 +31,7 @@ __all__ = [
     "OWN_CHECK_BYTES",
     "PUSH_CHUNK_BYTES",
     "READ_BYTES",
-    "PassBase",
+    "PassContext",
     "SyncReport",
     "b64",
     "header_generation",
@@ -114,8 +115,11 @@ def header_generation(data: bytes) -> str | None:
     return parsed.generation if isinstance(parsed, Header) else None
 
 
-class PassBase:
-    """One pass for one memory and one remote: its state (see `memsync.hub.sync`)."""
+class PassContext:
+    """What one pass for one memory and one remote holds (see `memsync.hub.sync`): its
+    settings, its saved state, the digests of what the hub holds, the local file's index,
+    its report, and what the pull tells the push. `memsync.hub.sync.pull` and
+    `memsync.hub.push.push` take it; `sync_once` makes it, runs them, and closes it."""
 
     def __init__(
         self,
@@ -141,9 +145,12 @@ class PassBase:
         self.own = replica + HUB_FILE_SUFFIX
         self.install = install_token(state_dir)  # written in our hub file's header
         self.report = SyncReport(memory, remote)
-        self._last_tail = b""
-        self._own_listed: str | None = None  # our file's generation in this pass's listing
-        self._own_read = 0  # how far the pull read our own hub file (when it had to)
+        self.last_tail = b""  # the last bytes read (or known) before the offset read from
+        self.own_listed: str | None = None  # our file's generation in this pass's listing
+        self.own_read = 0  # how far the pull read our own hub file (when it had to)
+        self.listing: list[RemoteFile] = []  # the pull's listing of the hub (receipts read it)
+        self.pending: list[SourceLines] = []  # lines the pull read, not merged yet
+        self.pending_bytes = 0
 
     def load_state(self) -> None:
         """Read the saved state; call it again once the pass lock is held: a compaction of
@@ -168,7 +175,7 @@ class PassBase:
 
     # Pull
 
-    def _read_generation(self, name: str, *, count: bool = True) -> str | None:
+    def read_generation(self, name: str, *, count: bool = True) -> str | None:
         """The generation token in a hub file's header (`count`: as pulled bytes)."""
         head = self.t.read(self.memory, name, 0, _HEAD_BYTES)
         if b"\n" not in head and len(head) == _HEAD_BYTES:  # a long header: read it whole

@@ -46,7 +46,7 @@ from memsync.core.scan import line_digest
 from memsync.core.timestamps import SECOND
 from memsync.core.version import __version__
 from memsync.errors import MemsyncError
-from memsync.hub._pass import HUB_FILE_SUFFIX, PassBase
+from memsync.hub._pass import HUB_FILE_SUFFIX, PassContext
 from memsync.hub.codec import Codec, EncryptedCodec
 from memsync.hub.crypto import LineCipher
 from memsync.hub.transports import RemoteFile, Transport
@@ -261,7 +261,7 @@ def local_receipt(
     )
 
 
-def _positions(p: PassBase) -> tuple[dict[str, Position], Position | None]:
+def _positions(p: PassContext) -> tuple[dict[str, Position], Position | None]:
     read = {
         peer + HUB_FILE_SUFFIX: (ps.offset, ps.generation) for peer, ps in p.state.peers.items()
     }
@@ -274,13 +274,13 @@ def _state_path(state_dir: StateDir, memory: str, remote: str) -> Path:
     return state_dir.prepared(state_dir.receipts(memory, remote))
 
 
-def publish_receipt(p: PassBase) -> bool:
+def publish_receipt(p: PassContext) -> bool:
     """At the end of pass `p` (pushes done, state saved): take in the peers' receipts of
     the pass's listing, then publish ours when the pass changed something or the last is
     older than `RECEIPT_EVERY`. True when published."""
     path = _state_path(p.state_dir, p.memory, p.remote)
     rs = ReceiptState.load(path)
-    listing: list[RemoteFile] = getattr(p, "listing", [])
+    listing = p.listing
     read, own = _positions(p)
     positions = json.dumps({"read": read, "own": own}, sort_keys=True)
     changed = (
@@ -320,7 +320,7 @@ def _local_stamp(local: Path) -> list[int] | None:
 
 def _unchanged(
     rs: ReceiptState,
-    p: PassBase,
+    p: PassContext,
     stamp: list[int] | None,
     read: dict[str, Position],
     own: Position | None,
