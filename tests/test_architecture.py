@@ -575,3 +575,35 @@ def test_only_helpers_are_imported_across_test_modules() -> None:
                     if sub.is_dir() or sub.with_suffix(".py").exists():
                         offenders.append(f"{path.relative_to(TESTS)} imports {name}")
     assert sorted(set(offenders)) == []
+
+
+def _private_imports(source: str) -> list[str]:
+    """The private names (`_x`, not `__x__`) a module imports from memsync modules."""
+    return [
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memsync")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+
+
+def test_the_private_import_finder_finds_one() -> None:
+    source = "from memsync.hub._pass import _SUFFIX, PassContext\nfrom memsync.hub import _pass\n"
+    found = _private_imports(source)
+    assert found == ["memsync.hub._pass._SUFFIX", "memsync.hub._pass"]
+    assert [n for n in found if n not in MODULES] == ["memsync.hub._pass._SUFFIX"]
+
+
+def test_the_sync_pass_imports_nothing_private() -> None:
+    """Issue 19, item 4: the pass's modules share public names only (a private module,
+    `_pass`, may hold them); what one imports from another is their interface."""
+    hub = [name for name in MODULES if name.startswith("memsync.hub.") and name.count(".") == 2]
+    assert {"memsync.hub.sync", "memsync.hub.push", "memsync.hub._pass"} <= set(hub)
+    found = {
+        name: names
+        for name in hub
+        # A private module may be imported (`from memsync.daemon import _systemd`).
+        if (names := [n for n in _private_imports(MODULES[name].read_text()) if n not in MODULES])
+    }
+    assert found == {}

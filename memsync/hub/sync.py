@@ -75,6 +75,8 @@ __all__ = [
     "PUSH_CHUNK_BYTES",
     "SyncReport",
     "b64",
+    "pull",
+    "snapshot",
     "sync_once",
 ]
 
