@@ -58,11 +58,16 @@ def parse(output: bytes, dev: int, ino: int, *, own: int) -> list[Writer] | None
     access = ""
     fdev: int | None = None
     fino: int | None = None
+    unknown = False  # a descriptor of the file whose access lsof does not show
 
     def flush() -> None:
+        nonlocal unknown
         mine = fd is not None and (fdev, fino) == (dev, ino)
-        if mine and fd is not None and pid != own and access in ("w", "u"):
-            found.append(Writer(pid, name, fd))
+        if mine and fd is not None and pid != own:
+            if access in ("w", "u"):
+                found.append(Writer(pid, name, fd))
+            elif access != "r":
+                unknown = True
 
     for raw in output.split(b"\n"):
         if not raw:
@@ -87,7 +92,7 @@ def parse(output: bytes, dev: int, ino: int, *, own: int) -> list[Writer] | None
         except ValueError:
             return None
     flush()
-    return found if pid else None
+    return found if pid and not unknown else None
 
 
 def _program() -> str | None:
