@@ -139,7 +139,10 @@ class LibProc:
         for pid in pids:
             if pid in (0, own):
                 continue
-            for fd in _vnode_fds(lib, pid):
+            fds = _vnode_fds(lib, pid)
+            if fds is None:
+                return None  # its descriptors could not be listed whole: cannot tell
+            for fd in fds:
                 got = lib.proc_pidfdinfo(
                     pid, fd, PROC_PIDFDVNODEPATHINFO, ctypes.byref(info), ctypes.sizeof(info)
                 )
@@ -197,16 +200,22 @@ def _pids(lib: ctypes.CDLL) -> list[int] | None:
     return None
 
 
-def _vnode_fds(lib: ctypes.CDLL, pid: int) -> list[int]:
+def _vnode_fds(lib: ctypes.CDLL, pid: int) -> list[int] | None:
     """The vnode descriptors of `pid`; none for a process we may not look at or that is
-    gone."""
-    size = lib.proc_pidinfo(pid, PROC_PIDLISTFDS, 0, None, 0)
-    if size <= 0:
-        return []
-    count = size // ctypes.sizeof(ProcFdInfo) + 32
-    buffer = (ProcFdInfo * count)()
-    got = lib.proc_pidinfo(pid, PROC_PIDLISTFDS, 0, buffer, ctypes.sizeof(buffer))
-    return decode_fds(buffer, got) if got > 0 else []
+    gone; None when the list kept filling the whole buffer (it may have been cut short:
+    the process opens descriptors faster than they are listed), which is "cannot tell"."""
+    for _ in range(3):
+        size = lib.proc_pidinfo(pid, PROC_PIDLISTFDS, 0, None, 0)
+        if size <= 0:
+            return []
+        count = size // ctypes.sizeof(ProcFdInfo) + 32
+        buffer = (ProcFdInfo * count)()
+        got = lib.proc_pidinfo(pid, PROC_PIDLISTFDS, 0, buffer, ctypes.sizeof(buffer))
+        if got <= 0:
+            return []
+        if got < ctypes.sizeof(buffer):
+            return decode_fds(buffer, got)
+    return None
 
 
 def _name(lib: ctypes.CDLL, pid: int) -> str:
