@@ -49,7 +49,8 @@ class Bridges:
 
     def memories_of(self, changed: Iterable[Path]) -> set[str]:
         """The memories whose bridges a change of `changed` calls for a sync of."""
-        changed = [p for p in changed if not p.name.startswith(".")]  # temp files
+        # Temp files start with a dot; so do bridged files such as `.cursorrules`.
+        changed = [p for p in changed if not p.name.startswith(".") or p.name in self._names]
         out = set()
         for mem in self.config.memory:
             if any(same_path(p, mem.path) for p in changed) and self._any(mem.name):
