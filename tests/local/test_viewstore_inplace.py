@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from memsync.local import viewstore
 from memsync.local.located import located_view
 from memsync.local.statedir import StateDir
-from memsync.local.viewstore import _HEAD, _SAMPLE, _SAMPLES, _TAIL, ViewStore
+from memsync.local.viewstore import ViewStore
 from tests.helpers.strategies import HEADER, NOW
 
 
@@ -23,9 +24,12 @@ def _ids(path: Path, store: ViewStore | None) -> list[str]:
 
 
 def _unsampled(size: int, lines: list[tuple[int, int]]) -> int:
-    """The start of a line none of whose bytes the store's digest reads."""
-    spans = [(0, _HEAD), (size - _TAIL, size)]
-    spans += [(size * i // _SAMPLES, size * i // _SAMPLES + _SAMPLE) for i in range(1, _SAMPLES)]
+    """The start of a line none of whose bytes the store's digest reads (its sampling
+    read from the module, so that a renamed constant does not break collection)."""
+    head, tail = getattr(viewstore, "_HEAD", 65536), getattr(viewstore, "_TAIL", 65536)
+    n, block = getattr(viewstore, "_SAMPLES", 16), getattr(viewstore, "_SAMPLE", 4096)
+    spans = [(0, head), (size - tail, size)]
+    spans += [(size * i // n, size * i // n + block) for i in range(1, n)]
     for start, end in lines:
         if all(end <= a or start >= b for a, b in spans):
             return start
