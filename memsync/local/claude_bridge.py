@@ -421,9 +421,12 @@ def _without_pointers(text: str, names: set[str]) -> str:
     memory twice). Claude's own format: one line a memory."""
     files = [*map(re.escape, sorted(names)), r"memsync_[A-Za-z0-9_-]{1,64}\.md"]
     pointer = re.compile(r"^\s*[-*+]\s+\[[^\]]*\]\((" + "|".join(files) + r")(#[^)]*)?\).*$")
-    return "".join(
-        line for line in text.splitlines(keepends=True) if not pointer.match(line.rstrip("\r\n"))
-    )
+    return "".join(line for line in _LINE.findall(text) if not pointer.match(line.rstrip("\r\n")))
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+"""A line as Markdown reads it, with its break: "\n", "\r\n" or "\r" (not U+2028, NEL
+or a form feed, where `str.splitlines` also breaks: a pointer after one is no line)."""
 
 
 def remove_claude_bridge(

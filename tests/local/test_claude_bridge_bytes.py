@@ -33,3 +33,27 @@ def test_a_memory_index_not_utf8_is_left_as_it_is(tmp_path: Path) -> None:
     assert index.read_bytes() == original  # no byte turned into U+FFFD
     assert res.refused is not None
     assert "MEMORY.md" in res.refused
+
+
+def test_a_line_of_memory_md_is_a_markdown_line(tmp_path: Path) -> None:
+    """Pointers to memsync's files are dropped outside its block line by line, and a line
+    is what Markdown reads as one ("\\n", "\\r\\n", "\\r"), not what `str.splitlines` also
+    breaks at (U+2028, NEL, form feed): a person's line holding one is kept whole."""
+    repo = tmp_path / "src" / "app"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    claude = tmp_path / ".claude"
+    folder = claude_project(claude, repo)
+    index = folder / "MEMORY.md"
+    line = "- See the notes\u2028- [old](memsync_abc.md) kept as I wrote it\n"
+    index.write_bytes(index.read_bytes() + line.encode("utf-8"))
+    mem = Memory.open(tmp_path / "me.jsonl")
+    mem.add("avoid", "Never force-push main.")
+    res = sync_claude_bridge(
+        mem.path,
+        Bridge(repo, "claude-auto-memory", Selection()),
+        machine="m1",
+        state_dir=tmp_path / "state",
+        claude_dir=claude,
+    )
+    assert res.refused is None
+    assert line in index.read_text(encoding="utf-8")
