@@ -45,14 +45,16 @@ TYPES = {
 }
 """A memsync kind as Claude Code's memory `type`."""
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,56}$")
+_SAFE_ID = re.compile(r"^[a-z0-9_-]{1,56}$")
+"""Ids kept as they are in a file's name: lowercase, so that two names never differ only
+in case (a case-insensitive file system would make them one file: issue 23, item 2)."""
 _NAME_CHARS = 60
 _HOOK_CHARS = 120
 
 
 def file_name(rid: str) -> str:
     """The memory file of the entry with id `rid`: `memsync_<id>.md`, or a hash of the id
-    where it holds other characters than letters, digits, `_` and `-`."""
+    where it holds other characters than lowercase letters, digits, `_` and `-`."""
     if _SAFE_ID.match(rid) is None:
         rid = "h" + hashlib.blake2b(rid.encode("utf-8"), digest_size=8).hexdigest()
     return f"memsync_{rid}.md"
