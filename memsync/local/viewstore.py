@@ -18,14 +18,13 @@ Never trusted blindly. Before each use a store is checked against the open file:
 - the file's real path, device and inode: a store of another file, a file replaced by a
   compaction (rule 15) or a copy, restored from a backup or copied from another machine;
 - the size: a file shorter than what was folded was truncated;
-- digests of what was folded: its first 64 KiB (the header and its generation), the
-  64 KiB before the end of what was folded, and 16 blocks of 4 KiB spread over it; and
-  when the size is the one folded, the modification time: an edit in place.
+- a digest of every byte that was folded (xxh3, at memory speed), and when the size is
+  the one folded, the modification time: an edit in place, anywhere.
 
 A file that only grew is folded from where the store stopped; anything else is read from
-the start. An in-place edit that keeps the inode, leaves all those bytes alone and also
-appends is the one change not noticed: memsync never writes so (rule 13), and an editor
-that saves a file writes a new inode or truncates it first.
+the start. Reading every folded byte to check it costs about 0.1 s at 1M records (a
+sampled digest missed a same-length edit in place followed by an append, as nano and VS
+Code save); the fold it saves costs seconds.
 
 A store is written whole to a temporary file, then renamed over the old one (readers see
 the old store or the new one, never half of one). Any error while writing it (a full
@@ -71,10 +70,8 @@ folds at most this much more than what was appended since it last ran."""
 _MAGIC = b"MSVIEW2\n"
 _PATH_BYTES = 4096
 """The file's real path, after the magic, padded to this size: read alone by `_sweep`."""
-_HEAD = 64 * 1024
-_TAIL = 64 * 1024
-_SAMPLES = 16
-_SAMPLE = 4096
+_BLOCK = 1 << 20
+"""How much of the file `_digest` reads at a time."""
 
 
 class _Slot(msgspec.Struct, array_like=True, gc=False):
@@ -293,14 +290,21 @@ def _matches(stored: _Stored, path: Path, fd: int, st: os.stat_result) -> bool:
 
 
 def _digest(fd: int, size: int) -> bytes:
-    """A digest of the first `size` bytes of `fd`: its head, its tail and samples between."""
+    """A digest of the first `size` bytes of `fd`, every one of them: an edit in place
+    anywhere in what was folded (an editor that truncates and rewrites the same inode) is
+    noticed even when lines were appended after it. xxh3 runs at memory speed: about 0.1 s
+    for 300 MB (1M records) from the page cache, beside seconds for the fold it saves."""
     h = xxhash.xxh3_128()
     h.update(size.to_bytes(8, "big"))
-    h.update(os.pread(fd, min(size, _HEAD), 0))
-    h.update(os.pread(fd, min(size, _TAIL), max(0, size - _TAIL)))
-    for i in range(1, _SAMPLES):
-        at = size * i // _SAMPLES
-        h.update(os.pread(fd, min(_SAMPLE, size - at), at))
+    buf = bytearray(_BLOCK)
+    view = memoryview(buf)
+    done = 0
+    while done < size:
+        n = os.preadv(fd, [view[: min(_BLOCK, size - done)]], done)
+        if n <= 0:
+            break  # shorter than folded: the size check has already said so
+        h.update(view[:n])
+        done += n
     return h.digest()
 
 
