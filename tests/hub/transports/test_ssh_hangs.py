@@ -7,6 +7,7 @@ The silence is real: a relay that stops relaying at a chosen point of the connec
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -35,9 +36,12 @@ HANGS = "(the server or the network hangs)"
 def own_sshd(tmp_path: Path) -> Iterator[SshdServer]:
     server = start_sshd(tmp_path / "sshd")
     yield server
-    for pid in [server.process.pid, *_descendants(server.process.pid)]:
-        os.kill(pid, signal.SIGCONT)
-    server.stop()
+    try:
+        for pid in [server.process.pid, *_descendants(server.process.pid)]:
+            with contextlib.suppress(ProcessLookupError):  # a session that ended meanwhile
+                os.kill(pid, signal.SIGCONT)
+    finally:
+        server.stop()
 
 
 @pytest.fixture
@@ -90,7 +94,8 @@ def _bounded(call: Callable[[], object], limit: float) -> tuple[object, float]:
 def _freeze(server: SshdServer) -> None:
     """SIGSTOP the listener and every session process: TCP stays open, nothing answers."""
     for pid in [server.process.pid, *_descendants(server.process.pid)]:
-        os.kill(pid, signal.SIGSTOP)
+        with contextlib.suppress(ProcessLookupError):  # a session that ended meanwhile
+            os.kill(pid, signal.SIGSTOP)
 
 
 def test_a_silence_at_any_step_of_the_connection_is_bounded(
