@@ -158,8 +158,8 @@ def compact_file(
 ) -> CompactionResult:
     """Rewrite `path` with only the lines its view still needs (rules 15 and 16).
 
-    A file larger than `PART_BYTES` is planned in partitions by id, so that memory is
-    that of a partition (`memsync.local.compaction_parts`); the result is the same.
+    A file larger than `PARTITION_BYTES` is planned in partitions by id, so that memory is
+    that of a partition (`memsync.local.compaction_partitions`); the result is the same.
 
     Args:
         path: the memory file.

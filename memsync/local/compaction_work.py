@@ -2,8 +2,8 @@
 `memsync.local.compaction.compact_file` runs them under the file's lock: pass 1 folds every
 line (`survey`), the plan is made and pass 2 counts what goes and moves bad lines aside
 (`plan_and_account`), then the kept lines replace the file and the old inode is drained
-(`rewrite`). `Work` plans a file in memory; `PartedWork`, a large one, in partitions by id
-(`memsync.local.compaction_parts`), with the same result.
+(`rewrite`). `Work` plans a file in memory; `PartitionedWork`, a large one, in partitions
+by id (`memsync.local.compaction_partitions`), with the same result.
 
 Apart from `compact_file` so that the sequence (when a compaction may start, what it
 reports) reads on its own, and the byte-level steps, twice over, on their own.
@@ -22,7 +22,7 @@ import xxhash
 from memsync.core.compaction import CompactionPlan, Rejected, Survey, plan_compaction
 from memsync.core.lines import Header, classify
 from memsync.errors import NotQuiet
-from memsync.local import compaction_parts
+from memsync.local import compaction_partitions
 from memsync.local.acknowledgements import Acknowledgements, acknowledged_lines
 from memsync.local.drain import drain, finish_drain, set_aside, unlink, write_rejected
 from memsync.local.fresh import header_line
@@ -30,7 +30,7 @@ from memsync.local.progress import Progress
 from memsync.local.reading import no_gc
 from memsync.local.storage import fsync_dir, full_fsync, read_chunks_fd, write_all
 
-__all__ = ["PartedWork", "Work", "work_for"]
+__all__ = ["PartitionedWork", "Work", "work_for"]
 
 
 class Work:
@@ -183,43 +183,45 @@ class Work:
 
 def work_for(path: Path, fd: int, now: int, progress: Progress | None) -> Work:
     """The work of compacting the file open as `fd`: in partitions when it is larger than
-    `compaction_parts.PART_BYTES`, so that memory stays that of one partition."""
-    if os.fstat(fd).st_size > compaction_parts.PART_BYTES:
-        return PartedWork(path, fd, now, progress)
+    `compaction_partitions.PARTITION_BYTES`, so that memory stays that of one partition."""
+    if os.fstat(fd).st_size > compaction_partitions.PARTITION_BYTES:
+        return PartitionedWork(path, fd, now, progress)
     return Work(path, fd, now, progress)
 
 
-class PartedWork(Work):
+class PartitionedWork(Work):
     """A compaction of a large file, planned in partitions by id (issue 14): the same
     steps and result as `Work`, in the memory of one partition."""
 
     def __init__(self, path: Path, fd: int, now: int, progress: Progress | None) -> None:
         super().__init__(path, fd, now, progress)
-        self.parted: compaction_parts.Parted | None = None
-        self.parted_plan: compaction_parts.PartedPlan | None = None
+        self.partitioned: compaction_partitions.Partitioned | None = None
+        self.partitioned_plan: compaction_partitions.PartitionedPlan | None = None
 
     def survey(self) -> None:
         """Pass 1: split the lines by id into temporary files."""
-        count = max(1, -(-self.size // compaction_parts.PART_BYTES))
+        count = max(1, -(-self.size // compaction_partitions.PARTITION_BYTES))
         with no_gc():
-            parted = compaction_parts.split_file(
+            partitioned = compaction_partitions.partition_file(
                 self.fd, str(self.path), self.path.parent, count, self.progress
             )
-        self.parted = parted
-        self.lines, self.end, self.digest = parted.lines, parted.end, parted.digest
-        self.first_is_header = parted.first_is_header
+        self.partitioned = partitioned
+        self.lines, self.end, self.digest = partitioned.lines, partitioned.end, partitioned.digest
+        self.first_is_header = partitioned.first_is_header
         self.size = max(self.size, self.end)
 
-    def _planned(self, horizon: int, acknowledged: Acknowledgements) -> compaction_parts.PartedPlan:
-        if self.parted_plan is None:
-            assert self.parted is not None
+    def _planned(
+        self, horizon: int, acknowledged: Acknowledgements
+    ) -> compaction_partitions.PartitionedPlan:
+        if self.partitioned_plan is None:
+            assert self.partitioned is not None
             now = self.now
 
             def acked(survey: Survey) -> frozenset[bytes] | None:
                 return acknowledged_lines(survey, now, horizon, acknowledged)
 
-            self.parted_plan = compaction_parts.plan_parted(
-                self.parted,
+            self.partitioned_plan = compaction_partitions.plan_partitions(
+                self.partitioned,
                 str(self.path),
                 self.path.parent,
                 now=now,
@@ -227,8 +229,8 @@ class PartedWork(Work):
                 acknowledged=acked,
                 progress=self.progress,
             )
-            self.parted.close()
-        return self.parted_plan
+            self.partitioned.close()
+        return self.partitioned_plan
 
     def nothing_to_do(self, horizon: int, acknowledged: Acknowledgements) -> bool:
         plan = self._planned(horizon, acknowledged)
@@ -254,17 +256,17 @@ class PartedWork(Work):
         self.rejected = len(plan.bad)
 
     def kept_lines(self) -> Iterable[bytes]:
-        assert self.parted_plan is not None
-        return self.parted_plan.data()
+        assert self.partitioned_plan is not None
+        return self.partitioned_plan.data()
 
     def stats(self) -> tuple[int, int, dict[str, int], int] | None:
-        plan = self.parted_plan
+        plan = self.partitioned_plan
         if plan is None:
             return None
         return plan.kept, plan.kept_bytes, plan.dropped, len(plan.pinned)
 
     def close(self) -> None:
-        if self.parted is not None:
-            self.parted.close()
-        if self.parted_plan is not None:
-            self.parted_plan.close()
+        if self.partitioned is not None:
+            self.partitioned.close()
+        if self.partitioned_plan is not None:
+            self.partitioned_plan.close()

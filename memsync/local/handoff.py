@@ -4,9 +4,9 @@ that make DEST's view of the selected ids agree with SRC's, merged into DEST (ru
 A large source (issue 14) is handed off in partitions by id, so that memory is that of one
 partition, not of the source. The source's view is per id but for supersession (rule 10:
 an id superseded by any record of any id). So the source's lines are split by id
-(`compaction_parts.split_file`), the supersessions of the whole file are gathered first
-from the few lines that may supersede (`core.scan.superseding_lines`), and each
-partition's index, given those, yields that partition's view and its share of
+(`compaction_partitions.partition_file`), the supersessions of the whole file are
+gathered first from the few lines that may supersede (`core.scan.superseding_lines`), and
+each partition's index, given those, yields that partition's view and its share of
 `select_handoff`'s lines. The chosen lines go to a temporary file, then into the
 destination like a merge, a partition at a time.
 """
@@ -25,7 +25,7 @@ from memsync.core.records import Record
 from memsync.core.scan import superseding_lines
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, build_view
 from memsync.local.batching import Batch, by_counts, in_order
-from memsync.local.compaction_parts import split_file
+from memsync.local.compaction_partitions import partition_file
 from memsync.local.destination import Streamed
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
@@ -161,9 +161,9 @@ def chosen_lines(
     counts: list[int] = []
     try:
         with no_gc():
-            parted = split_file(fd, name, folder, count, progress, "handoff: reading")
+            partitioned = partition_file(fd, name, folder, count, progress, "handoff: reading")
         try:
-            for i, part in enumerate(parted.parts):
+            for i, part in enumerate(partitioned.partitions):
                 chosen = 0
                 for raw in _partition_chosen(part, name, dest_ids, superseded, selection, now):
                     out.add(raw)
@@ -172,7 +172,7 @@ def chosen_lines(
                 if progress is not None:
                     progress("handoff: selecting", i + 1, i + 1, count)
         finally:
-            parted.close()
+            partitioned.close()
     except BaseException:
         out.close()
         raise

@@ -1,7 +1,7 @@
 """Issue 14: operations that move a whole file do it in bounded batches or partitions.
 
-1. A compaction planned in partitions by id (`memsync.local.compaction_parts`, forced here
-   with a tiny `PART_BYTES`) writes the same lines and reports the same counts as one
+1. A compaction planned in partitions by id (`memsync.local.compaction_partitions`, forced
+   here with a tiny `PARTITION_BYTES`) writes the same lines and reports the same counts as one
    planned over the whole file, on files with every shape rule 15 deals with: versions,
    tombstones old and new, re-adds, supersessions across ids (some pinning a tombstone),
    twins, duplicates, headers, blank and bad lines.
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import memsync.local.batching
-import memsync.local.compaction_parts
+import memsync.local.compaction_partitions
 import memsync.local.handoff
 import memsync.local.merge
 from memsync import ALL
@@ -93,7 +93,7 @@ def test_a_compaction_in_partitions_is_the_compaction_of_the_whole_file(
         "acknowledged": ALL,
     }
     one = compact_file(whole, **kw)  # type: ignore[arg-type]
-    monkeypatch.setattr(memsync.local.compaction_parts, "PART_BYTES", 4096)
+    monkeypatch.setattr(memsync.local.compaction_partitions, "PARTITION_BYTES", 4096)
     many = compact_file(parted, **kw)  # type: ignore[arg-type]
     one_doc, many_doc = one.to_json(), many.to_json()
     for doc in (one_doc, many_doc):

@@ -10,8 +10,9 @@ target. A candidate's rank depends on its own id's records only, so the ids that
 something (about 1% of a real file's, found in pass 1) are read again and planned alone
 (`plan_part`) to rank every candidate; the picks are made across all of them
 (`pick_superseders`), and each partition is then planned once, with the picks.
-Each part writes its kept lines, sorted, with a sort key in front; a heap merge of those
-runs gives the file's kept lines in (`created_at`, `id`, line) order, as one sort would.
+Each partition writes its kept lines, sorted, with a sort key in front; a heap merge of
+those runs gives the file's kept lines in (`created_at`, `id`, line) order, as one sort
+would.
 """
 
 from __future__ import annotations
@@ -40,9 +41,16 @@ from memsync.local.reading import no_gc
 from memsync.local.spill import Spill
 from memsync.local.storage import read_chunks_fd
 
-__all__ = ["PART_BYTES", "Parted", "PartedPlan", "Spill", "plan_parted", "split_file"]
+__all__ = [
+    "PARTITION_BYTES",
+    "Partitioned",
+    "PartitionedPlan",
+    "Spill",
+    "partition_file",
+    "plan_partitions",
+]
 
-PART_BYTES = 32 * 1024 * 1024
+PARTITION_BYTES = 32 * 1024 * 1024
 """A file larger than this is compacted in partitions of about this many bytes each
 (a partition's records, parsed, take about twice to three times its size)."""
 
@@ -64,7 +72,7 @@ def _sort_key(rec: Record) -> bytes:
 
 
 @dataclass
-class _Part:
+class _PlannedPartition:
     """What one partition's plan gave: its counts, bad lines and sorted run."""
 
     records: int = 0
@@ -77,7 +85,7 @@ class _Part:
 
 
 @dataclass
-class PartedPlan:
+class PartitionedPlan:
     """The plan of a partitioned compaction: what `CompactionPlan` says of a whole file
     (counts, pins, the kept lines in order), with the kept lines in temporary files."""
 
@@ -109,11 +117,11 @@ class PartedPlan:
 
 
 @dataclass
-class Parted:
+class Partitioned:
     """Pass 1 of a partitioned compaction: the lines split by id, with what was learned of
     the lines that name no id (headers, blank and bad lines) and of the file."""
 
-    parts: list[Spill]
+    partitions: list[Spill]
     counts: dict[str, int]
     bad: list[Rejected]
     lines: int
@@ -126,22 +134,22 @@ class Parted:
     """The ids of the records that supersede another id (rule 10)."""
 
     def close(self) -> None:
-        for part in self.parts:
-            part.close()
+        for partition in self.partitions:
+            partition.close()
 
 
-def split_file(
+def partition_file(
     fd: int,
     name: str,
     folder: Path,
     count: int,
     progress: Progress | None = None,
     what: str = "compact: reading",
-) -> Parted:
+) -> Partitioned:
     """Read the file once, splitting its lines by id into `count` temporary files in
     `folder` (each line with its line number); headers, blank and bad lines that name no
     id are counted or kept aside here. Raises UnsupportedFormat (rule 2)."""
-    parts = [Spill(folder) for _ in range(count)]
+    partitions = [Spill(folder) for _ in range(count)]
     counts: dict[str, int] = {}
     bad: list[Rejected] = []
     hasher = xxhash.xxh3_128()
@@ -172,16 +180,18 @@ def split_file(
                         assert type(parsed) in (Header, Blank)
                         counts[reason] = counts.get(reason, 0) + 1
                         continue
-                parts[hash(rid) % count].add(b"%d " % n + raw)
+                partitions[hash(rid) % count].add(b"%d " % n + raw)
             lines = chunk.first_line + len(chunk.lines) - 1
             end = chunk.end
             if progress is not None:
                 progress(what, lines, end, total)
     except BaseException:
-        for part in parts:
-            part.close()
+        for partition in partitions:
+            partition.close()
         raise
-    return Parted(parts, counts, bad, lines, end, hasher.digest(), first_is_header, fd, superseders)
+    return Partitioned(
+        partitions, counts, bad, lines, end, hasher.digest(), first_is_header, fd, superseders
+    )
 
 
 def _plan_one(
@@ -192,9 +202,9 @@ def _plan_one(
     horizon: int,
     acknowledged: Callable[[Survey], frozenset[bytes] | None],
     picks: list[Candidate] | None,
-) -> tuple[_Part, list[Candidate]]:
-    """Plan one partition: fold its records, plan (with the `picks` made across all parts,
-    or, the first time, none), count and collect its dropped and bad lines, write its run."""
+) -> tuple[_PlannedPartition, list[Candidate]]:
+    """Plan one partition: fold its records, plan (with the `picks` made across all
+    partitions, or, the first time, none), count and collect its dropped and bad lines, write its run."""
     survey = Survey()
     for lines in part.chunks():
         for n, raw in _numbered(lines):
@@ -203,7 +213,7 @@ def _plan_one(
                 survey.add(parsed)
     planned = plan_part(survey, now=now, horizon=horizon, acknowledged=acknowledged(survey))
     plan: CompactionPlan = planned.finish(picks or ())
-    out = _Part(records=survey.index.records, kept=len(plan.keep))
+    out = _PlannedPartition(records=survey.index.records, kept=len(plan.keep))
     for lines in part.chunks():
         out.bad += plan.account_numbered(_numbered(lines), source=name)
     out.dropped = plan.dropped
@@ -218,7 +228,7 @@ def _plan_one(
 
 
 def _candidates(
-    parted: Parted,
+    partitioned: Partitioned,
     name: str,
     now: int,
     horizon: int,
@@ -228,10 +238,10 @@ def _candidates(
     its own id's records only, so the records of the ids that supersede something (about
     1% of a real file's, found in pass 1) are read again from the file and planned alone.
     Then each partition is planned once, with the picks."""
-    ids = parted.superseder_ids
+    ids = partitioned.superseder_ids
     survey = Survey()
     if ids:
-        for chunk in read_chunks_fd(parted.fd, stop=parted.end):
+        for chunk in read_chunks_fd(partitioned.fd, stop=partitioned.end):
             for raw in lines_naming(chunk.lines, chunk.data, ids):
                 parsed = classify(raw, source=name)
                 if type(parsed) is Record and parsed.id in ids:
@@ -239,8 +249,8 @@ def _candidates(
     return plan_part(survey, now=now, horizon=horizon, acknowledged=acknowledged(survey)).candidates
 
 
-def plan_parted(
-    parted: Parted,
+def plan_partitions(
+    partitioned: Partitioned,
     name: str,
     folder: Path,
     *,
@@ -248,25 +258,25 @@ def plan_parted(
     horizon: int,
     acknowledged: Callable[[Survey], frozenset[bytes] | None],
     progress: Progress | None = None,
-) -> PartedPlan:
+) -> PartitionedPlan:
     """Pick the superseding records across partitions, plan every partition with those
     picks, and put the results together."""
-    results: list[_Part] = []
+    results: list[_PlannedPartition] = []
     try:
         with no_gc():
-            picks = pick_superseders(_candidates(parted, name, now, horizon, acknowledged))
-            for i, part in enumerate(parted.parts):
+            picks = pick_superseders(_candidates(partitioned, name, now, horizon, acknowledged))
+            for i, part in enumerate(partitioned.partitions):
                 done, _ = _plan_one(part, name, folder, now, horizon, acknowledged, picks)
                 results.append(done)
                 if progress is not None:
-                    progress("compact: planning", i + 1, i + 1, len(parted.parts))
+                    progress("compact: planning", i + 1, i + 1, len(partitioned.partitions))
     except BaseException:
         for done in results:
             if done.run is not None:
                 done.run.close()
         raise
-    dropped = dict(parted.counts)
-    bad = list(parted.bad)
+    dropped = dict(partitioned.counts)
+    bad = list(partitioned.bad)
     pinned: set[str] = set()
     for done in results:
         for reason, n in done.dropped.items():
@@ -274,7 +284,7 @@ def plan_parted(
         bad += done.bad
         pinned |= done.pinned
     bad.sort(key=lambda r: r.line)
-    return PartedPlan(
+    return PartitionedPlan(
         records=sum(r.records for r in results),
         kept=sum(r.kept for r in results),
         kept_bytes=sum(r.kept_bytes for r in results),
