@@ -27,7 +27,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from memsync.core.lines import Header, Invalid, classify
+from memsync.core.lines import Header, Invalid, SourceLines, classify
 from memsync.core.merge import MergePlan, plan_merge
 from memsync.core.records import Record, canonical
 from memsync.core.view import Index
@@ -120,7 +120,7 @@ def _require_memory(lines: list[bytes], label: str) -> None:
         raise MemsyncError(f"{label}: not a memory file (no header and no valid record)")
 
 
-def _chunks(lines: list[bytes], skip: set[bytes], label: str) -> list[tuple[str, int, list[bytes]]]:
+def _chunks(lines: list[bytes], skip: set[bytes], label: str) -> list[SourceLines]:
     """`lines` without those in `skip`, as chunks of consecutive lines that keep their line
     numbers (for the messages)."""
     chunks = []

@@ -28,7 +28,7 @@ from collections.abc import Collection, Generator, Iterable
 from dataclasses import dataclass, field
 
 from memsync.core.clock import MAX_FUTURE
-from memsync.core.lines import BadLine, Invalid, classify
+from memsync.core.lines import BadLine, Invalid, SourceLines, classify
 from memsync.core.records import Record, canonical
 from memsync.core.scan import line_digest, relevant_index
 from memsync.core.secrets import record_secrets
@@ -150,7 +150,7 @@ the `Known` asks of `merge_steps` instead, so that the core never calls into SQL
 
 def collect_incoming(
     known: DigestSet,
-    incoming: Iterable[tuple[str, int, list[bytes]]],
+    incoming: Iterable[SourceLines],
     now: int,
     max_future: int = DEFAULT_MAX_FUTURE,
 ) -> Incoming:
@@ -329,7 +329,7 @@ MergeSteps = Generator[Ask, Collection[int] | Index, MergePlan]
 
 
 def merge_steps(
-    incoming: Iterable[tuple[str, int, list[bytes]]],
+    incoming: Iterable[SourceLines],
     now: int,
     max_future: int = DEFAULT_MAX_FUTURE,
 ) -> MergeSteps:
@@ -359,7 +359,7 @@ def merge_steps(
 
 def plan_merge(
     dest: Iterable[bytes],
-    incoming: Iterable[tuple[str, int, list[bytes]]],
+    incoming: Iterable[SourceLines],
     now: int,
     max_future: int = DEFAULT_MAX_FUTURE,
 ) -> MergePlan:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from memsync.core.lines import BadLine, classify
+from memsync.core.lines import BadLine, SourceLines, classify
 from memsync.core.merge import Held, MergePlan, Withheld
 from memsync.core.records import Record
 from memsync.core.scan import line_digest, quick_id
@@ -61,7 +61,7 @@ class Batch:
     the line number in its source of each line in `numbers` (`renumber` puts those back
     in the plan's reports)."""
 
-    chunks: list[tuple[str, int, list[bytes]]]
+    chunks: list[SourceLines]
     numbers: dict[str, list[int]] | None = None
     by_id: bool = False
     """A partition: no id of its lines has a line among those the batches before it
@@ -160,7 +160,7 @@ def superseding_appended(plan: MergePlan) -> list[bytes]:
 
 
 def by_id(
-    chunks: Iterable[tuple[str, int, list[bytes]]],
+    chunks: Iterable[SourceLines],
     folder: Path,
     total_bytes: int,
     known: Callable[[list[int]], Collection[int]],
@@ -193,13 +193,13 @@ def by_id(
     return parts
 
 
-def in_order(chunks: Iterable[tuple[str, int, list[bytes]]], limit: int | None) -> Iterator[Batch]:
+def in_order(chunks: Iterable[SourceLines], limit: int | None) -> Iterator[Batch]:
     """Group the lines of chunks into batches of at most `limit` lines (all of them in one
     batch when `limit` is None), splitting a chunk where a batch fills up."""
     if limit is None:
         yield Batch(list(chunks))
         return
-    batch: list[tuple[str, int, list[bytes]]] = []
+    batch: list[SourceLines] = []
     room = limit
     for name, first, lines in chunks:
         start = 0

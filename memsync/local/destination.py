@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from memsync.core.lines import SourceLines
 from memsync.core.merge import Known, MergePlan, MergeSteps, Relevant, merge_steps
 from memsync.core.scan import line_digest, lines_naming, relevant_index, superseding_lines
 from memsync.core.view import Index
@@ -196,9 +197,7 @@ class Streamed:
         self._digests.refresh()
         return self._digests.digests.intersection
 
-    def plan(
-        self, lines: Iterable[tuple[str, int, list[bytes]]], *, by_id: bool = False
-    ) -> PendingMerge:
+    def plan(self, lines: Iterable[SourceLines], *, by_id: bool = False) -> PendingMerge:
         """Plan the merge of `lines` (chunks) into the file as it is now; `by_id`: a
         partition, whose plan skips what the partitions before it appended."""
         digests = self._digests
@@ -388,7 +387,7 @@ class Indexed:
         self._held: list[tuple[str, int, bytes]] = []
         self._superseding: list[bytes] = []
 
-    def held_chunks(self) -> list[tuple[str, int, list[bytes]]]:
+    def held_chunks(self) -> list[SourceLines]:
         """The records an earlier merge held, as chunks to merge again."""
         return [(s, n, [raw]) for s, n, raw in self._index.held()]
 

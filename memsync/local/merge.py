@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memsync.core.lines import SourceLines
 from memsync.core.merge import DEFAULT_MAX_FUTURE, MergePlan, Withheld
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
@@ -169,7 +170,7 @@ _PARTITIONS = "merge: partitions"
 
 def _merge(
     dest: Destination,
-    chunks: Iterable[tuple[str, int, list[bytes]]],
+    chunks: Iterable[SourceLines],
     total_bytes: int,
     progress: Progress | None,
     *,
@@ -258,7 +259,7 @@ def apply_merge(pending: PendingMerge, *, lock_timeout: float = DEFAULT_TIMEOUT)
 
 def _source_chunks(
     paths: Sequence[Path], progress: Progress | None = None, total: int = 0
-) -> Iterator[tuple[str, int, list[bytes]]]:
+) -> Iterator[SourceLines]:
     done = lines = 0
     for path in paths:
         for chunk in read_chunks(path):
@@ -274,7 +275,7 @@ def _cursor_chunks(
     sources: Sequence[Path],
     ends: dict[str, Cursor],
     progress: Progress | None = None,
-) -> Iterator[tuple[str, int, list[bytes]]]:
+) -> Iterator[SourceLines]:
     """The source lines not read yet: from each source's saved cursor when the source still
     holds what was read there, else from the start (a rewritten or replaced source)."""
     for path in sources:
@@ -340,7 +341,7 @@ def _unread_bytes(index: FileIndex, sources: Sequence[Path]) -> int:
 
 def merge_chunks(
     index: FileIndex,
-    chunks: Iterable[tuple[str, int, list[bytes]]],
+    chunks: Iterable[SourceLines],
     *,
     now: int | None = None,
     max_future: int = DEFAULT_MAX_FUTURE,
@@ -365,7 +366,7 @@ def merge_chunks(
 
 def _merge_indexed(
     index: FileIndex,
-    chunks: Iterable[tuple[str, int, list[bytes]]],
+    chunks: Iterable[SourceLines],
     now: int | None,
     max_future: int,
     dry_run: bool,
