@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from functools import partial
 
 from memsync.core import render
+from memsync.core.records import Record
 
 __all__ = [
     "PROMPT_KIND_ORDER",
     "PromptEntry",
     "drop_rank",
+    "entry_of",
     "fold",
     "kept_at_most",
     "render_prompt",
@@ -44,6 +46,21 @@ class PromptEntry:
     user: bool
     confidence: float
     ts: int
+
+
+def entry_of(rec: Record) -> PromptEntry:
+    """The prompt entry of a live record (an entry, not a tombstone: rule 3); `scope`
+    defaults to `global`, `confidence` to 1.0."""
+    f = rec.fields()
+    return PromptEntry(
+        rec.id,
+        f["kind"],
+        f["text"],
+        f.get("scope", "global"),
+        rec.user,
+        float(f.get("confidence", 1.0)),
+        rec.ts,
+    )
 
 
 def scope_matches(entry_scope: str, task_scope: str | None) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from memsync.core.lines import classify
-from memsync.core.prompt import PromptEntry
+from memsync.core.prompt import PromptEntry, entry_of
 from memsync.core.records import Record
 from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts
@@ -28,22 +28,7 @@ __all__ = ["append_records", "legacy_gemini", "live_entries"]
 
 def live_entries(mem: Memory, now: int | None = None) -> list[PromptEntry]:
     """The live entries of `mem` at `now` (default: the local clock), as a bridge renders them."""
-    view = mem.view(now)
-    out = []
-    for rec in view.records:
-        f = rec.fields()
-        out.append(
-            PromptEntry(
-                rec.id,
-                f["kind"],
-                f["text"],
-                f.get("scope", "global"),
-                rec.user,
-                float(f.get("confidence", 1.0)),
-                rec.ts,
-            )
-        )
-    return out
+    return [entry_of(rec) for rec in mem.view(now).records]
 
 
 def append_records(mem: Memory, records: list[dict[str, Any]], where: str) -> int:

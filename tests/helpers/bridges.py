@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.core.lines import classify
-from memsync.core.prompt import PromptEntry
+from memsync.core.prompt import PromptEntry, entry_of
 from memsync.core.records import Record
 from memsync.core.view import Index, build_view
 from tests.helpers.vendor_files import claude_memory_folder
@@ -36,21 +36,7 @@ def entries_of(objs: Iterable[dict[str, Any]]) -> list[PromptEntry]:
     index = Index()
     for rec in _records(objs):
         index.add(rec)
-    out = []
-    for rec in build_view(index, NOW).live:
-        f = rec.fields()
-        out.append(
-            PromptEntry(
-                rec.id,
-                f["kind"],
-                f["text"],
-                f.get("scope", "global"),
-                rec.user,
-                float(f.get("confidence", 1.0)),
-                rec.ts,
-            )
-        )
-    return out
+    return [entry_of(rec) for rec in build_view(index, NOW).live]
 
 
 def superseded_in(objs: Iterable[dict[str, Any]]) -> set[str]:
