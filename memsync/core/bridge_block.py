@@ -134,6 +134,21 @@ class Selection:
             and scope_matches(e.scope, self.scope)
         )
 
+    def taken(self, entries: Iterable[PromptEntry]) -> tuple[list[PromptEntry], list[str]]:
+        """The entries this selection takes (`takes`), in their order, but those that look
+        like credentials (`core.secrets.find_secrets` on text and scope): their ids come
+        second, withheld, never rendered."""
+        chosen: list[PromptEntry] = []
+        withheld: list[str] = []
+        for e in entries:
+            if not self.takes(e):
+                continue
+            if find_secrets(f"{e.text}\n{e.scope}"):
+                withheld.append(e.id)
+            else:
+                chosen.append(e)
+        return chosen, withheld
+
 
 @dataclass(frozen=True, slots=True)
 class Item:
@@ -255,15 +270,7 @@ def render_block(
         BlockError: the limits cannot hold even the two markers and the left-out line.
     """
     limits = selection.budget.within(limits)
-    chosen: list[PromptEntry] = []
-    withheld: list[str] = []
-    for e in entries:
-        if not selection.takes(e):
-            continue
-        if find_secrets(f"{e.text}\n{e.scope}"):
-            withheld.append(e.id)
-        else:
-            chosen.append(e)
+    chosen, withheld = selection.taken(entries)
     home = selection.home
     lines = {id(e): item_line(e, home) for e in chosen}
     kept = _pack(chosen, lines, limits)

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from memsync.core import render
 from memsync.core.bridge_block import BEGIN, END, Limits, Selection
 from memsync.core.prompt import PromptEntry, drop_rank
-from memsync.core.secrets import find_secrets
 
 __all__ = ["OURS", "TYPES", "IndexBlock", "file_name", "index_block", "memory_file"]
 
@@ -110,15 +109,7 @@ def index_block(entries: Iterable[PromptEntry], selection: Selection, room: Limi
     markers and a left-out line; in a fixed order (kind, then age, then id) so that the
     same entries give the same bytes."""
     room = selection.budget.within(room)
-    chosen: list[PromptEntry] = []
-    withheld: list[str] = []
-    for e in entries:
-        if not selection.takes(e):
-            continue
-        if find_secrets(f"{e.text}\n{e.scope}"):
-            withheld.append(e.id)
-        else:
-            chosen.append(e)
+    chosen, withheld = selection.taken(entries)
     chosen.sort(key=lambda e: drop_rank(e.confidence, e.user, e.ts, e.id), reverse=True)
     note = f"<!-- memsync: {len(chosen)} more entries left out to fit the index -->"
     used = [len(BEGIN) + len(END) + len(note) + 3, 3]  # bytes (ASCII markers), lines
