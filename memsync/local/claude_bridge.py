@@ -56,7 +56,7 @@ from memsync.local.lock import file_lock
 from memsync.local.memory import Memory
 from memsync.local.reading import scan
 from memsync.local.statedir import StateDir, StateDirLike
-from memsync.local.storage import atomic_replace
+from memsync.local.storage import atomic_replace, utf8_text
 
 __all__ = ["find_memory_folder", "git_root", "remove_claude_bridge", "sync_claude_bridge"]
 
@@ -326,15 +326,7 @@ def _secret(text: str, path: Path, out: BridgeResult) -> bool:
 
 
 def _read(path: Path) -> str:
-    return _utf8(path.read_bytes(), path)
-
-
-def _utf8(data: bytes, path: Path) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise MemsyncError(f"{path}:{line}: not UTF-8") from None
+    return utf8_text(path.read_bytes(), path)
 
 
 def _render(
@@ -346,7 +338,7 @@ def _render(
     snap = read_bridged(index)
     # Strictly, before anything is deleted: a byte that is not UTF-8 would be written
     # back as U+FFFD, and the person's or Claude's byte lost.
-    original = "" if snap.data is None else _utf8(snap.data, index)
+    original = "" if snap.data is None else utf8_text(snap.data, index)
     live = live_entries(mem, now)
     dropped = _forget_claudes(folder, known, {e.id for e in live}, out)
     claudes = known.claudes()

@@ -49,7 +49,7 @@ from memsync.local.lock import file_lock
 from memsync.local.memory import Memory
 from memsync.local.reading import scan
 from memsync.local.statedir import StateDir, StateDirLike
-from memsync.local.storage import append_bytes, require_file
+from memsync.local.storage import append_bytes, require_file, utf8_text
 from memsync.local.targets import require_memory_target, require_not_input
 
 __all__ = [
@@ -327,12 +327,7 @@ def _read_text(path: Path) -> str:
     Raises:
         MemsyncError: it is not UTF-8, naming the file and line.
     """
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise MemsyncError(f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x})") from None
+    return utf8_text(path.read_bytes(), path)
 
 
 def vendor_records(

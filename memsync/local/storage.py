@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.core.lines import LineSplitter
+from memsync.errors import MemsyncError
 
 __all__ = [
     "CHUNK_BYTES",
@@ -37,6 +38,7 @@ __all__ = [
     "read_from",
     "read_tail",
     "require_file",
+    "utf8_text",
     "write_all",
 ]
 
@@ -358,3 +360,16 @@ def is_regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except FileNotFoundError:
         return False
+
+
+def utf8_text(data: bytes, path: Path) -> str:
+    """`data`, the bytes of the text file `path` (a vendor's Markdown), decoded as UTF-8.
+
+    Raises:
+        MemsyncError: it is not UTF-8, naming the file, the line and the byte.
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise MemsyncError(f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x})") from None
