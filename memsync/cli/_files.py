@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +20,13 @@ from memsync.cli._common import (
     existing,
     report_bad,
 )
-from memsync.core.digest import view_digest
+from memsync.core.digest import digest_of, record_hash
 from memsync.core.records import Described, Record
 from memsync.core.render import json_text, token, visible
 from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
 from memsync.errors import UsageError
-from memsync.local.located import check_files, located_view
+from memsync.local.located import LocatedView, check_files, located_view
 from memsync.local.reading import no_gc, prompt_of, prompt_of_described
 from memsync.local.targets import require_memory_target, same_file
 
@@ -60,7 +61,7 @@ def _show(args: argparse.Namespace) -> int:
     # The persistent view (issue 20) for everything but the whole file as JSON, which
     # reads every line: the export that owes nothing to the state directory.
     store = None if args.json and keep is None and not args.digest else _view_store()
-    with located_view(existing(args.files), args.now, store) as view:
+    with located_view(existing(args.files), args.now, store, hashes=args.digest) as view:
         if keep is not None and view.resumed:
             # The persistent view knows each entry's kind and scope: only the lines of
             # those the filter keeps are read (issue 20); the others are tested below.
@@ -70,7 +71,7 @@ def _show(args: argparse.Namespace) -> int:
                 if type(r) is not Described or keep({"kind": r.kind, "scope": r.scope})
             ]
         if args.digest:
-            print(view_digest(_selected(view.lines(), keep)))
+            print(digest_of(_selected_hashes(view, keep)))
             report_bad(view.scan.bad, view.scan.headerless)
             return EXIT_OK
         out = sys.stdout.buffer
@@ -111,6 +112,22 @@ def _selected(
     for raw in lines:
         if keep is None or keep(msgspec.json.decode(raw)):
             yield raw
+
+
+def _selected_hashes(
+    view: LocatedView, keep: Callable[[dict[str, Any]], bool] | None
+) -> Iterator[int]:
+    """The `record_hash` of each of the view's records that `keep` keeps (all when None),
+    in any order: the persistent view's when it keeps them (issue 21: no line read), and
+    those of the lines read again for the others (a `Described` record was already
+    selected by its kind and scope, the others are selected by their line)."""
+    if keep is None:
+        return view.hashes()
+    described = [r for r in view.records if type(r) is Described]
+    others = [r for r in view.records if type(r) is not Described]
+    return chain(
+        view.hashes_of(described), map(record_hash, _selected(view.lines_of(others), keep))
+    )
 
 
 def _show_line(rec: Record, obj: dict[str, Any]) -> bytes:

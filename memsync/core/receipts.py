@@ -85,7 +85,11 @@ class ViewSummary:
 
     def add(self, record_id: str, raw: bytes, expires: int | None) -> None:
         """Count one live entry (its id, its line, its `expires_at` in microseconds)."""
-        h = record_hash(raw)
+        self.add_hashed(record_id, record_hash(raw), expires)
+
+    def add_hashed(self, record_id: str, h: int, expires: int | None) -> None:
+        """Count one live entry whose line's `record_hash` is `h` (the persistent view
+        keeps it: issue 21, a receipt that reads no line)."""
         b = bucket_of(record_id)
         self.digest = (self.digest + h) % _MOD
         self.buckets[b] = (self.buckets[b] + h) % _MOD

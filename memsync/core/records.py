@@ -69,9 +69,14 @@ class Located(Record, frozen=True, gc=False):
     The view of a large memory (issue 14) keeps one of these per id instead of the line's
     bytes, and reads the live lines again once the view is known. `at` is the reader's
     (`memsync.local.reading` packs the file, the offset and the length).
+
+    `hash` is `memsync.core.digest.record_hash` of the line when the reader computed it
+    while the line was in memory (the persistent view's winners, issue 21), else 0: not
+    known, hash the line read again (a line whose hash is 0 is hashed again: never wrong).
     """
 
     at: int
+    hash: int
 
 
 class Described(Located, frozen=True, gc=False):

@@ -13,9 +13,10 @@ read further, our hub file grown), else when the last one is older than
 
 What it costs: the view digest, its buckets and the prompt block need the view. The fold
 resumes from the file's persistent view (issue 20), so it costs what was appended since;
-the live lines are then read and hashed (O(view): the digest is not kept in the persistent
-view yet), and `unpushed` asks the hub digest store about every live line (one SQLite
-lookup per batch). A pass that publishes nothing costs nothing more.
+the digest and buckets are sums of the record hashes that view keeps for each id (no line
+is read or hashed for them, only the versions folded since are hashed), and `unpushed`
+reads every live line and asks the hub digest store about it (one SQLite lookup per
+batch): that part is still O(view). A pass that publishes nothing costs nothing more.
 
 On an encrypted hub (`encrypt = true`) the whole receipt is sealed with the hub key
 (AES-SIV, associated data naming the memory and "receipt", so a receipt is never taken
@@ -230,24 +231,28 @@ def local_receipt(
 ) -> Receipt:
     """This replica's receipt for memory file `local` at `now`: the view of the file, from
     its persistent view in `store` when valid (issue 20: only the bytes appended since are
-    folded), then its live lines read once for the digests and once for the prompt block
-    (see the module docstring for the cost); `hub` (the digests of what the hub holds)
+    folded), its digests summed from the record hashes that view keeps, its live lines
+    read for `unpushed` and the prompt block (see the module docstring for the cost); `hub` (the digests of what the hub holds)
     counts the live entries it lacks."""
     summary = ViewSummary()
     unpushed = 0
     block = ""
     if local.exists():
-        with no_gc(), located_view([local], now, store) as view:
-            batch: list[int] = []
-            for rec, raw in zip(view.records, view.lines(), strict=True):
-                summary.add(rec.id, raw, rec.expires)
-                if hub is not None:
+        with no_gc(), located_view([local], now, store, hashes=True) as view:
+            # The persistent view keeps each version's record hash (issue 21): the digest
+            # and the buckets sum them and read no line (a view without a store hashes
+            # its lines).
+            for rec, h in zip(view.records, view.hashes(), strict=True):
+                summary.add_hashed(rec.id, h, rec.expires)
+            if hub is not None:
+                batch: list[int] = []
+                for raw in view.lines():
                     batch.append(line_digest(raw.rstrip(b"\r")))
                     if len(batch) >= _LOOKUP_BATCH:
                         unpushed += len(batch) - len(hub.intersection(batch))
                         batch = []
-            if hub is not None and batch:
-                unpushed += len(batch) - len(hub.intersection(batch))
+                if batch:
+                    unpushed += len(batch) - len(hub.intersection(batch))
             block = prompt_of(view.records, None, PROMPT_CHARS, view.lines(), markdown=True)
     return Receipt(
         replica=replica,

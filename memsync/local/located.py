@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self, cast
 
 from memsync.core.clock import FUTURE_TOLERANCE
+from memsync.core.digest import record_hash
 from memsync.core.lines import BadLine, Header, Invalid, classify
 from memsync.core.records import Located, Record
 from memsync.core.secrets import record_secrets
@@ -95,6 +96,17 @@ class LocatedView:
         if count:
             yield from self._run(start, expect, count)
 
+    def hashes(self) -> Iterator[int]:
+        """The `record_hash` of each of `records`, in order (`hashes_of`)."""
+        return self.hashes_of(self.records)
+
+    def hashes_of(self, records: Sequence[Located]) -> Iterator[int]:
+        """The `record_hash` of each line of `records`, in the order given: the one the
+        fold kept (a persistent view's winners, issue 21), else of the line read again."""
+        lines = self.lines_of([r for r in records if not r.hash])
+        for r in records:
+            yield r.hash or record_hash(next(lines))
+
     def lines_of(self, records: list[Located]) -> Iterator[bytes]:
         """The lines of `records` (any of this view's files), in the order given: adjacent
         ones read with one `pread`, as `lines()` reads the view's."""
@@ -143,19 +155,25 @@ class LocatedView:
 
 
 def located_view(
-    paths: Sequence[Path], now: int | None = None, store: ViewStore | None = None
+    paths: Sequence[Path],
+    now: int | None = None,
+    store: ViewStore | None = None,
+    *,
+    hashes: bool = False,
 ) -> LocatedView:
     """The view of several memory files together at `now` (default: the local clock),
     read in two passes (see the module's docstring).
 
     With `store`, the first pass over one file starts from its persistent view
     (`memsync.local.viewstore`, issue 20) when that is valid, folding only the bytes
-    appended since, and leaves it up to date. Several files are folded whole.
+    appended since, and leaves it up to date. Several files are folded whole. With
+    `hashes` too, the records hold their lines' `record_hash` (`Located.hash`: from the
+    store, or hashed as they are folded), so that `hashes()` reads no line (issue 21).
 
     Raises OSError naming a file that cannot be read, and UnsupportedFormat (rule 2).
     """
     at = now_us() if now is None else now
-    view = _first_pass(paths, None, store if len(paths) == 1 else None)
+    view = _first_pass(paths, None, store if len(paths) == 1 else None, hashes=hashes)
     try:
         with no_gc():  # sorting a million records allocates a million keys
             view.records = cast(list[Located], build_view(view.scan.index, at).live)
@@ -197,11 +215,15 @@ def _whole(rec: Record, view: LocatedView) -> Record:
 
 
 def _first_pass(
-    paths: Sequence[Path], future_after: int | None, store: ViewStore | None = None
+    paths: Sequence[Path],
+    future_after: int | None,
+    store: ViewStore | None = None,
+    *,
+    hashes: bool = False,
 ) -> LocatedView:
     """The files opened and folded, in two processes when they are large (`fold_halves`);
     with `future_after`, also checked for what `check_files` reports; with `store` (one
-    file), from and into its persistent view."""
+    file), from and into its persistent view, `hashes` as `located_view` says."""
     view = LocatedView([], ScanResult(), list(paths), [])
     view.scan.index.line = view.line  # a tie between two versions reads both lines
     try:
@@ -209,7 +231,7 @@ def _first_pass(
             recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
             view._fds.append(open_for_reading(path))
         if store is not None:
-            _stored_pass(view, store)
+            _stored_pass(view, store, hashes)
             return view
 
         def fold(result: ScanResult, file_no: int, start: int, stop: int | None, line: int) -> None:
@@ -238,20 +260,22 @@ def _first_pass(
     return view
 
 
-def _stored_pass(view: LocatedView, store: ViewStore) -> None:
+def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool) -> None:
     """The first pass over one file from its persistent view: only the bytes after what
     the store folded, when it is valid; else the whole file. Then the store is written
-    again when it is far enough behind (`ViewStore.save`)."""
+    again when it is far enough behind (`ViewStore.save`). With `hashes`, the versions
+    hold their lines' hashes (`located_view`)."""
     [path], [fd] = view.paths, view._fds
     name = str(path)
-    resumed = store.resume(path, fd, name)
+    resumed = store.resume(path, fd, name, hashes=hashes)
+    kept = (b"", b"") if resumed is None else resumed.kept
     with errors_named(path), no_gc():
         if resumed is not None:
             resumed.scan.index.line = view.line
             view.scan, view.resumed = resumed.scan, True
             offset, line, held = resumed.offset, resumed.line, resumed.held
             for chunk in read_chunks_fd(fd, offset, line, chunk_bytes=_CHUNK_BYTES):
-                _fold(view.scan, chunk, name, 0, None)
+                _fold(view.scan, chunk, name, 0, None, hashed=hashes)
                 offset, line = chunk.end, chunk.first_line + len(chunk.lines)
         else:
             # The whole file up to its last complete line now (a writer may be appending),
@@ -269,14 +293,14 @@ def _stored_pass(view: LocatedView, store: ViewStore) -> None:
             ) -> None:
                 end = offset if stop is None else min(stop, offset)
                 for chunk in read_chunks_fd(fd, start, n, end, chunk_bytes=_CHUNK_BYTES):
-                    _fold(result, chunk, name, file_no, None)
+                    _fold(result, chunk, name, file_no, None, hashed=hashes)
 
             if cut is None:
                 fold(view.scan, 0, 0, None, 1)
             else:
                 fold_in_halves(view.scan, view._fds, *cut, fold)
             line = 1 + _count_lines(fd, offset) if offset >= store.min_bytes else 0
-        store.save(path, fd, view.scan, offset, line, held, view.lines_of)
+        store.save(path, fd, view.scan, offset, line, held, view.lines_of, kept)
 
 
 def _last_line_end(fd: int, size: int) -> int:
@@ -304,22 +328,47 @@ def _count_lines(fd: int, size: int) -> int:
 
 
 def _fold(
-    result: ScanResult, chunk: Chunk, name: str, file_no: int, future_after: int | None
+    result: ScanResult,
+    chunk: Chunk,
+    name: str,
+    file_no: int,
+    future_after: int | None,
+    *,
+    hashed: bool = False,
 ) -> None:
     """Classify a chunk's lines; fold its records in as `Located` records; with
     `future_after`, note the records dated after it and those that look like they hold a
-    credential."""
+    credential; with `hashed`, give each version that becomes its class's best (rule 9)
+    the `record_hash` of its line, in memory now: the persistent view keeps it, so that
+    the digest reads no line (issue 21)."""
     lines = chunk.lines
     if chunk.first_line == 1 and lines and not is_header(lines[0]):
         result.headerless.append(name)
-    add, bad = result.index.add, result.bad
+    index = result.index
+    add, bad = index.add, result.bad
     for n, (raw, at) in enumerate(zip(lines, chunk.starts(), strict=True), chunk.first_line):
         parsed = classify(raw, source=name, line_no=n)
         if type(parsed) is Record:
             p = parsed
             packed = ((file_no << _OFFSET_BITS | at) << _LENGTH_BITS) | len(raw)
-            rec = Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed)
+            rec = Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed, 0)
             add(rec)
+            if hashed and not p.deleted:
+                # Only a version that is now the best of its class can be in the view: the
+                # others are never hashed (a tombstone is never in it).
+                best = index.user if p.user else index.inferred
+                if best.get(p.id) is rec:
+                    best[p.id] = Located(
+                        b"",
+                        p.id,
+                        p.ts,
+                        False,
+                        p.user,
+                        p.supersedes,
+                        p.expires,
+                        packed,
+                        record_hash(raw),
+                    )
             if future_after is not None:
                 if p.ts > future_after:
                     result.future.append((name, n, rec))

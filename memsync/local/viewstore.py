@@ -7,9 +7,10 @@ command folds only the bytes appended since (appends and merges only ever append
 and 14) instead of the whole file.
 
 What a store holds: for each id its latest tombstone, best user and best inferred version
-(instant, expiry, and where the line lies: offset and length), the supersession bits of
-rule 10, the bad lines and whether the file has a header; and the identity of the bytes it
-folded.
+(instant, expiry, where the line lies: offset and length, and for a version the
+`record_hash` of its line, issue 21: the view digest and a receipt's buckets are sums of
+them, so a warm digest reads no line), the supersession bits of rule 10, the bad lines and
+whether the file has a header; and the identity of the bytes it folded.
 
 Never trusted blindly. Before each use a store is checked against the open file:
 
@@ -35,8 +36,9 @@ is only time. Several processes may use one store at once: each validates what i
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -45,6 +47,7 @@ from typing import cast
 import msgspec
 import xxhash
 
+from memsync.core.digest import record_hash
 from memsync.core.lines import BadLine
 from memsync.core.records import Described, Located, Record
 from memsync.core.version import __version__
@@ -55,7 +58,7 @@ from memsync.local.storage import FILE_MODE, private_dirs, write_all
 
 __all__ = ["FORMAT", "MIN_BYTES", "SAVE_AFTER_BYTES", "Resumed", "ViewStore"]
 
-FORMAT = f"memsync-view/3 {__version__}"
+FORMAT = f"memsync-view/4 {__version__}"
 """The store's format and the version of memsync that wrote it: any other is rebuilt."""
 
 MIN_BYTES = 256 * 1024
@@ -76,7 +79,9 @@ _BLOCK = 1 << 20
 
 class _Slot(msgspec.Struct, array_like=True, gc=False):
     """One of the index's per-id tables (tombstones, user or inferred versions), columns;
-    `kind`, `scope` and `confidence` for versions, empty for tombstones."""
+    `kind`, `scope`, `confidence` and `hash` (`record_hash` of each line, 8 bytes big-endian
+    each: no int object per id while the store is read) for versions, empty for
+    tombstones."""
 
     ids: list[str]
     ts: list[int]
@@ -85,6 +90,7 @@ class _Slot(msgspec.Struct, array_like=True, gc=False):
     kind: list[str]
     scope: list[str]
     confidence: list[float]
+    hash: bytes
 
 
 class _Meta(msgspec.Struct, gc=False):
@@ -131,6 +137,8 @@ class Resumed:
     offset: int
     line: int
     held: int
+    kept: tuple[bytes, bytes] = (b"", b"")
+    """The store's hash columns of user and inferred versions (`ViewStore.save`)."""
 
 
 @dataclass(frozen=True)
@@ -146,13 +154,19 @@ class ViewStore:
     min_bytes: int = MIN_BYTES
     save_after: int = SAVE_AFTER_BYTES
 
-    def resume(self, path: Path, fd: int, name: str) -> Resumed | None:
+    def resume(self, path: Path, fd: int, name: str, *, hashes: bool = False) -> Resumed | None:
         """The stored fold of the file open as `fd` (at `path`, reported as `name`), when
-        a store exists and is valid for it (see the module's docstring); else None."""
+        a store exists and is valid for it (see the module's docstring); else None.
+
+        With `hashes`, each version holds the `record_hash` of its line (`Located.hash`,
+        for a digest); without, 0, and the hashes stay packed in `Resumed.kept` (an int
+        object per id costs a prompt 10 MB at 300k records)."""
         stored = self._valid(path, fd)
         if stored is None:
             return None
-        return Resumed(_scan_of(stored, name), stored.size, stored.line, stored.size)
+        kept = (stored.user.hash, stored.inferred.hash)
+        scan = _scan_of(stored, name, hashes)
+        return Resumed(scan, stored.size, stored.line, stored.size, kept)
 
     def newest(self, path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
         """From a valid store of the file open as `fd`: the newest `created_at` of any
@@ -195,12 +209,15 @@ class ViewStore:
         line: int,
         held: int,
         lines: Callable[[list[Located]], Iterable[bytes]],
+        kept: tuple[bytes, bytes] = (b"", b""),
     ) -> None:
         """Write the fold `scan` of the file's first `offset` bytes as its store, when the
         file is large enough and the store now held (`held` bytes) is far enough behind.
         `lines(records)` reads the lines of `Located` records (in the order given): the
         versions folded since the store was read are read again for their kind, scope and
-        confidence. Errors are swallowed (the store is only time): a full disk leaves the
+        confidence, and hashed when the fold did not (`Located.hash` 0); `kept` is the
+        `Resumed.kept` of the store read (the hashes of the versions it held). Errors are
+        swallowed (the store is only time): a full disk leaves the
         old store or none, and the next command folds more."""
         if offset < self.min_bytes:
             return
@@ -222,8 +239,8 @@ class ViewStore:
                 scan.index.records,
                 [(b.line, b.reason) for b in scan.bad],
                 _slot(scan.index.tombs, None),
-                _slot(scan.index.user, lines),
-                _slot(scan.index.inferred, lines),
+                _slot(scan.index.user, lines, kept[0]),
+                _slot(scan.index.inferred, lines, kept[1]),
                 list(scan.index.superseded),
                 list(scan.index.superseded.values()),
             )
@@ -275,7 +292,11 @@ def _unpack(blob: bytes) -> _Stored | None:
         stored = _decode(payload)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return stored if stored.format == FORMAT else None
+    if stored.format != FORMAT:
+        return None
+    if any(len(s.hash) != 8 * len(s.ids) for s in (stored.user, stored.inferred)):
+        return None  # (written whole and checksummed: never)
+    return stored
 
 
 def _matches(stored: _Stored, path: Path, fd: int, st: os.stat_result) -> bool:
@@ -309,10 +330,14 @@ def _digest(fd: int, size: int) -> bytes:
 
 
 def _slot(
-    table: dict[str, Record], lines: Callable[[list[Located]], Iterable[bytes]] | None
+    table: dict[str, Record],
+    lines: Callable[[list[Located]], Iterable[bytes]] | None,
+    kept: bytes = b"",
 ) -> _Slot:
     """A table as columns; with `lines`, a table of versions, with their kind, scope and
-    confidence (read from their lines for those not `Described` yet).
+    confidence (read from their lines for those not `Described` yet) and the `record_hash`
+    of their lines: a `Described` version's from `kept` (`_kept_hashes`) unless it holds
+    it, another's its own when the fold hashed it, else of its line read here.
 
     Memory: the columns hold the records' own int objects; kinds and scopes are interned
     (a few distinct values), and a version's fields are read in file order, one line at a
@@ -331,53 +356,68 @@ def _slot(
         [],
         [],
         [],
+        b"",
     )
     if lines is None:
         return slot
     names: dict[str, str] = {}
     kinds, scopes, confidences = slot.kind, slot.scope, slot.confidence
+    hashes = bytearray()
     raws = iter(lines([r for r in recs if type(r) is not Described]))
+    stored = _kept_hashes(table, kept)
     for r in recs:
         if type(r) is Described:
             kind, scope, confidence = r.kind, r.scope, r.confidence
+            h = next(stored)
         else:
-            m = _decode_meta(next(raws))
+            raw = next(raws)
+            m = _decode_meta(raw)
             kind, scope, confidence = m.kind, m.scope, m.confidence
+            # Hashed by the fold for a digest; else here, its line in hand (0 means "not
+            # known": a digest hashes the line again, never wrong).
+            h = r.hash or record_hash(raw)
         kinds.append(names.setdefault(kind, kind))
         scopes.append(names.setdefault(scope, scope))
         confidences.append(confidence)
+        hashes += h.to_bytes(8, "big")
+    slot.hash = cast(bytes, hashes)  # encoded as bytes all the same: no copy (memory)
     return slot
-    metas: dict[int, _Meta] = {}
-    bare = sorted((r for r in recs if type(r) is not Described), key=_AT)
-    for rec, raw in zip(bare, lines(bare), strict=True):
-        metas[rec.at] = _decode_meta(raw)
-    for r in recs:
+
+
+def _kept_hashes(table: dict[str, Record], kept: bytes) -> Iterator[int]:
+    """The hash of each `Described` version of `table`, in the order of their `at`: its
+    own, else its entry of the column `kept` it was read with.
+
+    `_scan_of` inserted the store's versions in the column's order (that of `at`), and a
+    table only ever replaces a value (its key keeps its place) or adds a key at the end:
+    the i-th value, still `Described`, is the column's i-th. A column too short gives 0
+    (not known: a digest hashes the line)."""
+    for i, r in enumerate(table.values()):
         if type(r) is Described:
-            slot.kind.append(r.kind)
-            slot.scope.append(r.scope)
-            slot.confidence.append(r.confidence)
-        else:
-            m = metas[r.at]
-            slot.kind.append(m.kind)
-            slot.scope.append(m.scope)
-            slot.confidence.append(m.confidence)
-    return slot
+            yield r.hash or int.from_bytes(kept[8 * i : 8 * i + 8], "big")
 
 
-def _scan_of(stored: _Stored, name: str) -> ScanResult:
-    """The `ScanResult` the store holds, its records as `Located` ones of file 0."""
+def _scan_of(stored: _Stored, name: str, hashes: bool) -> ScanResult:
+    """The `ScanResult` the store holds, its records as `Located` ones of file 0; with
+    `hashes`, each version with the hash of its line (`ViewStore.resume`)."""
     index = Index()
     index.records = stored.records
     tombs = stored.tombs
     for rid, ts, at, exp in zip(tombs.ids, tombs.ts, tombs.at, tombs.expires, strict=True):
-        index.tombs[rid] = Located(b"", rid, ts, True, False, None, exp, at)
+        index.tombs[rid] = Located(b"", rid, ts, True, False, None, exp, at, 0)
     for table, slot, user in (
         (index.user, stored.user, True),
         (index.inferred, stored.inferred, False),
     ):
+        column = slot.hash
+        packed = (
+            (int.from_bytes(column[i : i + 8], "big") for i in range(0, len(column), 8))
+            if hashes
+            else itertools.repeat(0, len(slot.ids))
+        )
         columns = (slot.ids, slot.ts, slot.at, slot.expires, slot.kind, slot.scope, slot.confidence)
-        for rid, ts, at, exp, kind, scope, conf in zip(*columns, strict=True):
-            table[rid] = Described(b"", rid, ts, False, user, None, exp, at, kind, scope, conf)
+        for rid, ts, at, exp, kind, scope, conf, h in zip(*columns, packed, strict=True):
+            table[rid] = Described(b"", rid, ts, False, user, None, exp, at, h, kind, scope, conf)
     index.superseded = dict(zip(stored.sup_ids, stored.sup_bits, strict=True))
     scan = ScanResult(index)
     scan.bad = [BadLine(name, n, reason) for n, reason in stored.bad]
