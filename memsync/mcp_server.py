@@ -37,6 +37,7 @@ from memsync.local.livecache import live_cache
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
 from memsync.local.targets import require_memory_target
+from memsync.local.viewstore import ViewStore
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
@@ -201,6 +202,10 @@ def build_server(
     and `supersede` refuse any text holding one of `refused` (this machine's hub keys)."""
     require_memory_target(path)  # never JSON appended to notes.txt (issue 24, item 6)
     mem = Memory.open(path, refused=refused)
+    # The view this process keeps (recall, supersede's defaults, the prompt) starts from
+    # the file's persistent view in the state directory (issue 20): a server started on a
+    # large file reads the live lines and what was appended since, not every line.
+    live_cache(mem.path, ViewStore(StateDir.of(state_dir)))
     # The SDK runs sync tools in worker threads; one lock keeps this process's writes and
     # index refreshes in order (other processes are kept in order by the file's lock).
     lock = threading.Lock()

@@ -15,17 +15,23 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from memsync.core.lines import Header, classify, without_bom
-from memsync.core.records import Record
+from memsync.core.records import Located, Record
 from memsync.core.view import Index, build_view
 from memsync.local.drain import recover_after_crash
 from memsync.local.fileindex import TAIL_BYTES, tail_hash
 from memsync.local.fresh import now_us
-from memsync.local.reading import no_gc, prompt_of
-from memsync.local.storage import read_chunks, read_tail
+from memsync.local.reading import ScanResult, no_gc, prompt_of
+from memsync.local.storage import open_for_reading, read_chunks, read_tail
+
+if TYPE_CHECKING:
+    from memsync.local.viewstore import ViewStore
 
 __all__ = ["FileIdentity", "LiveCache", "identity_of", "live_cache", "resumable"]
 
@@ -85,10 +91,16 @@ class LiveCache:
     `index()` returns the summary of every complete line now in the file: nothing is read
     when the file's size and identity are unchanged, only the new lines when it grew, and
     everything again when it was rewritten. Thread-safe.
+
+    With `store` (the state directory's persistent views, issue 20), a read from the
+    start begins from the file's persistent view instead when it is valid (built first
+    when the file is large enough to have one): only the live and deciding versions'
+    lines and the bytes appended since are read, not every line of the file.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, store: ViewStore | None = None) -> None:
         self.path = path
+        self.store = store
         self._lock = threading.Lock()
         self._index = Index()
         self._seen: FileIdentity | None = None
@@ -147,6 +159,9 @@ class LiveCache:
         seen = self._seen
         if not resumable(self.path, seen, st):
             self._index, seen = Index(), None
+            seeded = self._seeded(st)
+            if seeded is not None:
+                self._index, seen = seeded
         offset, line = (seen.offset, seen.line) if seen else (0, 1)
         with no_gc():
             for chunk in read_chunks(self.path, offset, line):
@@ -159,16 +174,55 @@ class LiveCache:
         self._stat = key
         return self._index
 
+    def _seeded(self, st: os.stat_result) -> tuple[Index, FileIdentity] | None:
+        """The summary of the file from its persistent view, each version holding its
+        line again, and where the view stopped; None without a store, for a small file,
+        or when the file changed under us (then it is read from the start)."""
+        store = self.store
+        if store is None or st.st_size < store.min_bytes:
+            return None
+        from memsync.local.located import LocatedView, located_index  # (start-up)
 
+        name = str(self.path)
+        fd = open_for_reading(self.path)
+        with LocatedView([], ScanResult(), [self.path], [fd]) as view:
+            if os.fstat(fd).st_ino != st.st_ino:
+                return None  # replaced since the stat: read it from the start
+            resumed = store.resume(self.path, fd, name)
+            if resumed is None:
+                with located_index(self.path, store):
+                    pass  # no valid store: built now, for the next process
+                resumed = store.resume(self.path, fd, name)
+            if resumed is None:
+                return None
+            index = resumed.scan.index
+            # `Described` versions hold where their line is: read each line (runs of
+            # adjacent ones with one pread), as the cache's consumers need the bytes.
+            for table in (index.tombs, index.user, index.inferred):
+                located = sorted(cast(Iterable[Located], table.values()), key=_AT)
+                for rec, raw in zip(located, view.lines_of(located), strict=True):
+                    table[rec.id] = Record(
+                        raw, rec.id, rec.ts, rec.deleted, rec.user, rec.supersedes, rec.expires
+                    )
+            index.line = Index().line  # whole records: the tie-break reads `raw`
+            identity = identity_of(self.path, st.st_ino, resumed.offset, resumed.line)
+        return index, identity
+
+
+_AT = attrgetter("at")
 _CACHES: dict[Path, LiveCache] = {}
 _CACHES_LOCK = threading.Lock()
 
 
-def live_cache(path: Path) -> LiveCache:
-    """This process's `LiveCache` of memory file `path` (one per resolved path)."""
+def live_cache(path: Path, store: ViewStore | None = None) -> LiveCache:
+    """This process's `LiveCache` of memory file `path` (one per resolved path); with
+    `store`, it starts from the file's persistent view (the first caller's store is kept
+    until one is given)."""
     key = path.resolve()
     with _CACHES_LOCK:
         found = _CACHES.get(key)
         if found is None:
-            found = _CACHES[key] = LiveCache(key)
+            found = _CACHES[key] = LiveCache(key, store)
+        elif found.store is None and store is not None:
+            found.store = store
         return found

@@ -1,0 +1,101 @@
+"""The long-lived reader's cache (`LiveCache`, the MCP server's view) started from the
+file's persistent view (issue 20): the same answers as a fold of the whole file, after
+appends by another process and whatever happened to the file or the store since."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memsync.local.compaction import compact_file
+from memsync.local.livecache import LiveCache
+from memsync.local.statedir import StateDir
+from memsync.local.viewstore import ViewStore
+from tests.helpers.paths import ROOT
+from tests.helpers.records import entry, tomb
+from tests.helpers.strategies import HEADER
+
+
+def _file(path: Path, n: int) -> Path:
+    """n entries, every 7th forgotten, every 11th superseded, a few expired: what decides
+    the view is in the folded bytes, not only live versions."""
+    lines = [HEADER]
+    for i in range(n):
+        lines.append(entry(f"e{i:05d}", i, scope="global" if i % 3 else "github.com"))
+        if i % 7 == 3:
+            lines.append(tomb(f"e{i:05d}", i + 0.5))
+        if i % 11 == 5:
+            lines.append(entry(f"s{i:05d}", i + 0.25, supersedes=f"e{i:05d}"))
+        if i % 13 == 2:
+            lines.append(entry(f"x{i:05d}", i + 0.75, expires=1.0))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _answers(cache: LiveCache) -> tuple[list[bytes], str, str]:
+    """The live lines, and the prompt blocks a server renders, by a cache."""
+    return (
+        [r.raw for r in cache.live()],
+        cache.prompt(None, 4000, markdown=True),
+        cache.prompt("github.com", None),
+    )
+
+
+def _append_from_another_process(path: Path, env: dict[str, str]) -> None:
+    """`memsync add` and `memsync forget` run as another process would."""
+    run = [sys.executable, "-m", "memsync"]
+    for args in (
+        ["add", str(path), "--kind", "fact", "--text", "appended later"],
+        ["forget", str(path), "e00010"],
+        ["add", str(path), "--kind", "lesson", "--text", "in scope", "--scope", "github.com"],
+    ):
+        subprocess.run([*run, *args], check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+
+
+def test_a_cache_started_from_the_store_answers_as_a_full_fold(tmp_path: Path) -> None:
+    path = _file(tmp_path / "me.jsonl", 600)
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
+    first = LiveCache(path, store)
+    assert _answers(first) == _answers(LiveCache(path))  # the store built on a first read
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "elsewhere")}
+    _append_from_another_process(path, env)
+    # A server started now: from the store, folding only the appended lines.
+    seeded = LiveCache(path, store)
+    assert _answers(seeded) == _answers(LiveCache(path))
+    assert 0 < seeded.bytes_read < path.stat().st_size // 10
+    # The running one folds the appended lines forward, as before.
+    assert _answers(first) == _answers(LiveCache(path))
+
+
+def test_a_stale_store_never_gives_a_wrong_answer(tmp_path: Path) -> None:
+    path = _file(tmp_path / "me.jsonl", 600)
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0, save_after=0)
+    LiveCache(path, store).index()
+    size = path.stat().st_size
+
+    # Replaced by a compaction (a new file, rule 15): the tombstones and beaten versions
+    # are gone, the store is of the old inode.
+    compact_file(path, horizon_days=0, quiet_seconds=0, grace_seconds=0)
+    assert path.stat().st_size < size
+    assert _answers(LiveCache(path, store)) == _answers(LiveCache(path))
+
+    # Truncated to half, then grown past its old size with other lines.
+    LiveCache(path, store).index()
+    data = path.read_bytes()
+    cut = data[: data.index(b"\n", len(data) // 2) + 1]
+    with open(path, "r+b") as f:
+        f.truncate(len(cut))
+        f.seek(len(cut))
+        f.write(b"".join(entry(f"n{i:04d}", 9000 + i) + b"\n" for i in range(len(data) // 80)))
+    assert path.stat().st_size > len(data)
+    assert _answers(LiveCache(path, store)) == _answers(LiveCache(path))
+
+    # A corrupt store.
+    LiveCache(path, store).index()
+    target = store.state.view_store(path)
+    blob = bytearray(target.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    target.write_bytes(bytes(blob))
+    assert _answers(LiveCache(path, store)) == _answers(LiveCache(path))
