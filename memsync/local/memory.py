@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from memsync.local.acknowledgements import Acknowledgements
     from memsync.local.compaction import CompactionResult
     from memsync.local.reading import CheckReport, MemoryView
+    from memsync.local.statedir import StateDirLike
+    from memsync.local.viewstore import ViewStore
     from memsync.models import Entry, Tombstone
 
 __all__ = ["Memory"]
@@ -74,12 +76,16 @@ class Memory:
         *,
         lock_timeout: float = DEFAULT_TIMEOUT,
         refused: Iterable[str] = (),
+        state_dir: StateDirLike | None = None,
     ):
         self.path = Path(path).expanduser()
         self.lock_timeout = lock_timeout
         self.refused = tuple(refused)
         """Strings never written by `add` (this machine's hub keys in every printed form:
         `memsync.config.wiring.own_key_forms`; issue 24, item 5)."""
+        self.state_dir = state_dir
+        """Where the file's persistent view lives (issue 20), or None: `to_prompt` then
+        folds the whole file (its own process's cache aside)."""
 
     def __repr__(self) -> str:
         return f"Memory({str(self.path)!r})"
@@ -92,6 +98,7 @@ class Memory:
         create: bool = True,
         now: int | None = None,
         refused: Iterable[str] = (),
+        state_dir: StateDirLike | None = None,
     ) -> Memory:
         """Open a memory file; create it (mode 0600, with a header) when missing and `create`
         (through a symlink to a missing file: where the link points).
@@ -99,7 +106,7 @@ class Memory:
         Raises:
             FileNotFoundError: it does not exist and `create` is False.
         """
-        mem = cls(path, refused=refused)
+        mem = cls(path, refused=refused, state_dir=state_dir)
         if not mem.path.exists():
             if not create:
                 raise FileNotFoundError(f"{mem.path}: no such memory file")
@@ -142,14 +149,33 @@ class Memory:
         At the local clock (`now` None) it comes from this process's cache of the file
         (`memsync.local.livecache.LiveCache`): rendered again only when the file changed or
         an entry expired, so repeated calls on an unchanged file cost microseconds.
+
+        With a `state_dir`, both start from the file's persistent view there (issue 20):
+        the process's cache on its first read, and a block at a given `now` every time,
+        reading the lines the block holds and what was appended since the view was stored
+        instead of every line. The same block either way.
         """
+        store = self._store()
         if now is None:
             from memsync.local.livecache import live_cache  # sqlite3: not on `add`'s path
 
-            return live_cache(self.path).prompt(scope, max_chars)
+            return live_cache(self.path, store).prompt(scope, max_chars)
+        if store is not None:
+            from memsync.local.storedreads import stored_prompt
+
+            return stored_prompt(self.path, store, scope, max_chars, now=_as_us(now))
         from memsync.local.reading import prompt_of
 
         return prompt_of(self.view(now).records, scope, max_chars)
+
+    def _store(self) -> ViewStore | None:
+        """The persistent views in `state_dir`, or None without one."""
+        if self.state_dir is None:
+            return None
+        from memsync.local.statedir import StateDir  # not on `add`'s path (start-up)
+        from memsync.local.viewstore import ViewStore
+
+        return ViewStore(StateDir.of(self.state_dir))
 
     def check(self, now: int | datetime | None = None) -> CheckReport:
         """Bad lines, twins, credential-shaped text, records dated more than 5 min ahead."""

@@ -4,11 +4,13 @@ given in seconds after `T0`."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from memsync.core.timestamps import SECOND, format_ts, parse_ts
+from tests.helpers.strategies import HEADER
 
-__all__ = ["DAY", "T0", "at", "entry", "tomb"]
+__all__ = ["DAY", "T0", "at", "deciding_file", "entry", "tomb"]
 
 T0 = parse_ts("2026-01-01T00:00:00Z") or 0
 DAY = 24 * 3600 * SECOND
@@ -45,3 +47,19 @@ def entry(
 
 def tomb(rid: str, t: float) -> bytes:
     return json.dumps({"id": rid, "deleted": True, "created_at": at(t)}).encode()
+
+
+def deciding_file(path: Path, n: int) -> Path:
+    """n entries, every 7th forgotten, every 11th superseded, a few expired: what decides
+    the view is in the folded bytes, not only live versions."""
+    lines = [HEADER]  # the header memsync writes
+    for i in range(n):
+        lines.append(entry(f"e{i:05d}", i, scope="global" if i % 3 else "github.com"))
+        if i % 7 == 3:
+            lines.append(tomb(f"e{i:05d}", i + 0.5))
+        if i % 11 == 5:
+            lines.append(entry(f"s{i:05d}", i + 0.25, supersedes=f"e{i:05d}"))
+        if i % 13 == 2:
+            lines.append(entry(f"x{i:05d}", i + 0.75, expires=1.0))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path

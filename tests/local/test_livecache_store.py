@@ -14,24 +14,7 @@ from memsync.local.livecache import LiveCache
 from memsync.local.statedir import StateDir
 from memsync.local.viewstore import ViewStore
 from tests.helpers.paths import ROOT
-from tests.helpers.records import entry, tomb
-from tests.helpers.strategies import HEADER
-
-
-def _file(path: Path, n: int) -> Path:
-    """n entries, every 7th forgotten, every 11th superseded, a few expired: what decides
-    the view is in the folded bytes, not only live versions."""
-    lines = [HEADER]
-    for i in range(n):
-        lines.append(entry(f"e{i:05d}", i, scope="global" if i % 3 else "github.com"))
-        if i % 7 == 3:
-            lines.append(tomb(f"e{i:05d}", i + 0.5))
-        if i % 11 == 5:
-            lines.append(entry(f"s{i:05d}", i + 0.25, supersedes=f"e{i:05d}"))
-        if i % 13 == 2:
-            lines.append(entry(f"x{i:05d}", i + 0.75, expires=1.0))
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    return path
+from tests.helpers.records import deciding_file, entry
 
 
 def _answers(cache: LiveCache) -> tuple[list[bytes], str, str]:
@@ -55,7 +38,7 @@ def _append_from_another_process(path: Path, env: dict[str, str]) -> None:
 
 
 def test_a_cache_started_from_the_store_answers_as_a_full_fold(tmp_path: Path) -> None:
-    path = _file(tmp_path / "me.jsonl", 600)
+    path = deciding_file(tmp_path / "me.jsonl", 600)
     store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
     first = LiveCache(path, store)
     assert _answers(first) == _answers(LiveCache(path))  # the store built on a first read
@@ -70,7 +53,7 @@ def test_a_cache_started_from_the_store_answers_as_a_full_fold(tmp_path: Path) -
 
 
 def test_a_stale_store_never_gives_a_wrong_answer(tmp_path: Path) -> None:
-    path = _file(tmp_path / "me.jsonl", 600)
+    path = deciding_file(tmp_path / "me.jsonl", 600)
     store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0, save_after=0)
     LiveCache(path, store).index()
     size = path.stat().st_size

@@ -1,0 +1,39 @@
+"""Reads of one memory file answered from its persistent view (issue 20).
+
+What a reader asks once of a file (`Memory.to_prompt` at a given instant), answered
+through `memsync.local.located` with a `ViewStore`: the store is validated against the
+file at every call, only the bytes appended since it was written are folded (rules 13 and
+14), and anything else (a compaction's new file, rule 15; a truncation; a corrupt store)
+is read again from the start. `located_view` first copies in what a killed compaction
+left aside (rule 16).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memsync.local.located import located_view
+from memsync.local.reading import prompt_of, prompt_of_described
+from memsync.local.viewstore import ViewStore
+
+__all__ = ["stored_prompt"]
+
+
+def stored_prompt(
+    path: Path,
+    store: ViewStore,
+    scope: str | None,
+    max_chars: int | None,
+    *,
+    markdown: bool = False,
+    now: int | None = None,
+) -> str:
+    """The memory block of `path` for a task in `scope` at `now` (default: the local
+    clock), the one `memsync.local.reading.prompt_of` renders from a full fold; with
+    `max_chars` and a valid store, only the lines the block holds are read."""
+    with located_view([path], now, store) as view:
+        if max_chars is None or not view.resumed:
+            return prompt_of(view.records, scope, max_chars, view.lines(), markdown=markdown)
+        return prompt_of_described(
+            view.records, scope, max_chars, view.line, view.length, markdown=markdown
+        )
