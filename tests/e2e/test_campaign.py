@@ -189,9 +189,10 @@ def _hub_of_kind(
             "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
             "AWS_EC2_METADATA_DISABLED": "true",
         }
-        t = S3Transport(bucket, "hub", client=s3.client())
-
         def read_s3(node: Node) -> bytes:
+            # A transport of its own each time: one kept across the replace would answer
+            # from the segments it listed before it (a reader's cache, not the hub's state).
+            t = S3Transport(bucket, "hub", client=s3.client())
             name = f"{node.replica}.jsonl"
             return t.read(MEMORY, name, 0, t.size(MEMORY, name) or 0)
 
