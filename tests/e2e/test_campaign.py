@@ -189,6 +189,7 @@ def _hub_of_kind(
             "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
             "AWS_EC2_METADATA_DISABLED": "true",
         }
+
         def read_s3(node: Node) -> bytes:
             # A transport of its own each time: one kept across the replace would answer
             # from the segments it listed before it (a reader's cache, not the hub's state).
