@@ -24,18 +24,19 @@ from tests.helpers.daemons import Cluster
 from tests.helpers.s3server import S3Server, start_s3
 from tests.helpers.sshd import SshdServer, start_sshd
 
-# "ci" runs twice dev's examples; property tests that run merges, compactions or
-# processes per example take a share of it (`tests.helpers.examples`), so that the suite
-# stays within its 5 minutes on 2 cores (issue 19).
+# "ci" runs Hypothesis' own default of 100 examples, dev half of it (the fast lane);
+# property tests that run merges, compactions or processes per example take a share of
+# it (`tests.helpers.examples`), so that the suite stays within its 5 minutes on 2 cores
+# (issue 19: measured at 295 s in a clean run with "ci" at 200, too close).
 settings.register_profile(
     "ci",
-    max_examples=200,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 # No deadline in dev either: other jobs share these machines, and a per-example deadline
 # would turn their load into flaky failures. Speed is watched by the suite's total time.
-settings.register_profile("dev", max_examples=100, deadline=None)
+settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
 )

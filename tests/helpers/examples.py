@@ -1,5 +1,5 @@
 """How many examples a property test runs: a share of the loaded Hypothesis profile
-(tests/conftest.py: "dev" 100, "ci" 200), so that one knob sets every test's effort."""
+(tests/conftest.py: "dev" 50, "ci" 100), so that one knob sets every test's effort."""
 
 from __future__ import annotations
 
