@@ -114,6 +114,7 @@ class Daemon:
         # watches (held for bookkeeping only, never during a pass). The hub signatures
         # need none: each remote's worker reads and writes only its own keys.
         self._state_lock = threading.RLock()
+        self._ready = threading.Event()  # READY=1 sent to systemd
 
     # The straight line
 
@@ -131,6 +132,7 @@ class Daemon:
             self._install_signals()
             self._start()
             _systemd.notify("READY=1")
+            self._ready.set()  # the workers' STATUS= lines come after READY=1, not before
             _systemd.notify("STATUS=watching " + ", ".join(m.name for m in self.config.memory))
             try:
                 self._loop()
@@ -317,7 +319,8 @@ class Daemon:
         if report.ok and mem is not None:
             # Issue 21: who holds the same memory, for the status and systemd.
             st.note_convergence(self.state, memory, remote, mem.path, self.replica, now)
-            _systemd.notify("STATUS=" + status_line(self._status))
+            if self._ready.is_set():
+                _systemd.notify("STATUS=" + status_line(self._status))
         if not report.ok:
             self.request(memory, remote)
 
