@@ -38,7 +38,7 @@ from memsync.local.compaction import compact_file
 from memsync.local.fresh import header_line
 from memsync.local.handoff import handoff
 from memsync.local.reading import view_of
-from tests.helpers.paths import SHARED
+from tests.helpers.generated import genmem_file
 
 T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
 NOW = T0 + 400 * 86_400 * SECOND
@@ -113,8 +113,6 @@ def test_a_compaction_in_partitions_is_the_compaction_of_the_whole_file(
     assert not [p for p in tmp_path.iterdir() if "spill" in p.name]
 
 
-GENMEM = SHARED / "tools" / "genmem.py"
-
 _LIMIT_MB = 250
 """The address space the child may use. Peak address space (VmPeak) at 300,000 records,
 before issue 14's change: `merge --no-index` into an empty file 499 MB, the indexed merge
@@ -123,15 +121,8 @@ before issue 14's change: `merge --no-index` into an empty file 499 MB, the inde
 
 @pytest.fixture(scope="module")
 def memory_300k(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A generated 300,000-record memory (about 95 MB)."""
-    assert GENMEM.is_file(), f"no {GENMEM} (set MEMSYNC_SHARED?)"
-    out = tmp_path_factory.mktemp("gen") / "m300k.jsonl"
-    subprocess.run(
-        [sys.executable, str(GENMEM), str(out), "--entries", "300000"],
-        check=True,
-        timeout=120,
-    )
-    return out
+    """A generated 300,000-record memory (about 95 MB), made once for all workers."""
+    return genmem_file(tmp_path_factory, 300_000)
 
 
 def _limited(limit_mb: int) -> Callable[[], None]:
