@@ -317,15 +317,13 @@ def _digest(fd: int, size: int) -> bytes:
     for 300 MB (1M records) from the page cache, beside seconds for the fold it saves."""
     h = xxhash.xxh3_128()
     h.update(size.to_bytes(8, "big"))
-    buf = bytearray(_BLOCK)
-    view = memoryview(buf)
     done = 0
-    while done < size:
-        n = os.preadv(fd, [view[: min(_BLOCK, size - done)]], done)
-        if n <= 0:
+    while done < size:  # os.pread, not preadv: macOS has it on every version we run on
+        block = os.pread(fd, min(_BLOCK, size - done), done)
+        if not block:
             break  # shorter than folded: the size check has already said so
-        h.update(view[:n])
-        done += n
+        h.update(block)
+        done += len(block)
     return h.digest()
 
 
