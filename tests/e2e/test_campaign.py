@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from memsync.errors import TransportError
 from memsync.hub.transports.s3 import S3Transport
 from memsync.local.memory import Memory
 from memsync.local.reading import view_of
@@ -193,9 +194,16 @@ def _hub_of_kind(
         def read_s3(node: Node) -> bytes:
             # A transport of its own each time: one kept across the replace would answer
             # from the segments it listed before it (a reader's cache, not the hub's state).
-            t = S3Transport(bucket, "hub", client=s3.client())
+            # A replace by the running daemon between the listing and the read removes
+            # the segments listed: list again.
             name = f"{node.replica}.jsonl"
-            return t.read(MEMORY, name, 0, t.size(MEMORY, name) or 0)
+            for _ in range(10):
+                t = S3Transport(bucket, "hub", client=s3.client())
+                try:
+                    return t.read(MEMORY, name, 0, t.size(MEMORY, name) or 0)
+                except TransportError:
+                    time.sleep(0.1)
+            raise AssertionError(f"{name}: never read whole from the S3 hub")
 
         remote = S3Remote("hub", f"s3://{bucket}/hub", endpoint_url=s3.endpoint)
         return [remote], env, read_s3

@@ -191,7 +191,10 @@ def _children(pid: int) -> list[int]:
         return [int(p) for p in done.stdout.split()]
     children: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        children += [int(p) for p in task.read_text().split()]
+        try:
+            children += [int(p) for p in task.read_text().split()]
+        except FileNotFoundError:  # the process (a session) ended meanwhile
+            continue
     return children
 
 
