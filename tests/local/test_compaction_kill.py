@@ -14,7 +14,6 @@ import json
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -121,7 +120,10 @@ def test_kill_9_at_100_random_moments_loses_nothing(tmp_path: Path) -> None:
         assert canonical_view(path) == (expected, [])
         restore(path, original)
         rejected_path(path).unlink()
-    run_time = statistics.median(durations)
+    # The longest of the two, and moments up to twice it: on a loaded machine (the suite's
+    # other workers) a run may take longer than measured, and every kill then landed
+    # before the rename; past the end, a kill finds the compaction done ("after").
+    run_time = max(durations)
 
     rng = random.Random(16)
     outcomes: Counter[str] = Counter()
@@ -130,7 +132,7 @@ def test_kill_9_at_100_random_moments_loses_nothing(tmp_path: Path) -> None:
         with subprocess.Popen(
             command(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         ) as child:
-            time.sleep(rng.uniform(0, run_time * 1.1))
+            time.sleep(rng.uniform(0, run_time * 2))
             os.kill(child.pid, signal.SIGKILL)
             child.wait()
         view, bad = canonical_view(path)
