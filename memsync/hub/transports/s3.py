@@ -61,6 +61,7 @@ from memsync.hub.transports._s3_layout import (
     _parse,
     _Segment,
 )
+from memsync.hub.transports._s3_session import new_session
 from memsync.hub.transports.base import RemoteFile, check_name
 
 if TYPE_CHECKING:
@@ -146,10 +147,9 @@ class S3Transport:
 
     def _new_client(self) -> Any:
         with self._errors(self.url):
-            import boto3
             from botocore.config import Config
 
-            session = boto3.session.Session(profile_name=self.profile)
+            session = new_session(self.profile)
             return session.client(
                 "s3",
                 endpoint_url=self.endpoint_url,
