@@ -21,6 +21,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, cast
 
+import msgspec
+
 from memsync.core.clock import FUTURE_TOLERANCE
 from memsync.core.digest import record_hash
 from memsync.core.lines import BadLine, Header, Invalid, classify
@@ -35,7 +37,7 @@ from memsync.local.storage import Chunk, errors_named, open_for_reading, read_ch
 if TYPE_CHECKING:
     from memsync.local.viewstore import ViewStore
 
-__all__ = ["LocatedView", "check_files", "located_index", "located_view"]
+__all__ = ["LocatedView", "check_files", "fill_hashes", "located_index", "located_view"]
 
 _CHUNK_BYTES = 1024 * 1024
 """The first pass reads 1 MiB at a time: the chunk's lines are alive only while folded."""
@@ -300,7 +302,29 @@ def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool) -> None:
             else:
                 fold_in_halves(view.scan, view._fds, *cut, fold)
             line = 1 + _count_lines(fd, offset) if offset >= store.min_bytes else 0
-        store.save(path, fd, view.scan, offset, line, held, view.lines_of, kept)
+        # The store's hash column is lazy (`memsync.local.viewstore`): a digest fills in
+        # what it lacks, and saves it however little was appended, so the next is warm.
+        filled = hashes and fill_hashes(view)
+        store.save(path, fd, view.scan, offset, line, held, view.lines_of, kept, force=filled)
+
+
+def fill_hashes(view: LocatedView) -> bool:
+    """Give each version in the view's index whose hash is not known (`Located.hash` 0: a
+    persistent view's lazy column, issue 21) the `record_hash` of its line, read again in
+    the file's order; whether any was. Each keeps its place in its table (what
+    `viewstore._kept_hashes` relies on)."""
+    index = view.scan.index
+    filled = False
+    for table in (index.user, index.inferred):
+        # A located pass folds only `Located` records (`_fold`, `ViewStore.resume`).
+        versions = cast(dict[str, Located], table).values()
+        missing = sorted((r for r in versions if not r.hash), key=_AT)
+        if not missing:
+            continue
+        filled = True
+        for rec, raw in zip(missing, view.lines_of(missing), strict=True):
+            table[rec.id] = msgspec.structs.replace(rec, hash=record_hash(raw))
+    return filled
 
 
 def _last_line_end(fd: int, size: int) -> int:

@@ -12,6 +12,11 @@ What a store holds: for each id its latest tombstone, best user and best inferre
 them, so a warm digest reads no line), the supersession bits of rule 10, the bad lines and
 whether the file has a header; and the identity of the bytes it folded.
 
+The hash column is lazy: 0 is "not known". A command that does not need a digest (`prompt`,
+`show`, `recall`, `forget`) hashes no line (hashing every line made a cold `prompt` three
+times slower); the first digest hashes the versions still at 0 and saves them
+(`located.fill_hashes`), so that the next one is warm.
+
 Never trusted blindly. Before each use a store is checked against the open file:
 
 - its format (this module's `FORMAT`, with memsync's version) and a checksum of its whole
@@ -47,7 +52,6 @@ from typing import cast
 import msgspec
 import xxhash
 
-from memsync.core.digest import record_hash
 from memsync.core.lines import BadLine
 from memsync.core.records import Described, Located, Record
 from memsync.core.version import __version__
@@ -158,9 +162,10 @@ class ViewStore:
         """The stored fold of the file open as `fd` (at `path`, reported as `name`), when
         a store exists and is valid for it (see the module's docstring); else None.
 
-        With `hashes`, each version holds the `record_hash` of its line (`Located.hash`,
-        for a digest); without, 0, and the hashes stay packed in `Resumed.kept` (an int
-        object per id costs a prompt 10 MB at 300k records)."""
+        With `hashes`, each version holds the `record_hash` of its line when the store
+        knows it (`Located.hash`, for a digest; else 0, the column is lazy); without, 0,
+        and the hashes stay packed in `Resumed.kept` (an int object per id costs a prompt
+        10 MB at 300k records)."""
         stored = self._valid(path, fd)
         if stored is None:
             return None
@@ -210,18 +215,21 @@ class ViewStore:
         held: int,
         lines: Callable[[list[Located]], Iterable[bytes]],
         kept: tuple[bytes, bytes] = (b"", b""),
+        *,
+        force: bool = False,
     ) -> None:
         """Write the fold `scan` of the file's first `offset` bytes as its store, when the
         file is large enough and the store now held (`held` bytes) is far enough behind.
         `lines(records)` reads the lines of `Located` records (in the order given): the
         versions folded since the store was read are read again for their kind, scope and
-        confidence, and hashed when the fold did not (`Located.hash` 0); `kept` is the
-        `Resumed.kept` of the store read (the hashes of the versions it held). Errors are
-        swallowed (the store is only time): a full disk leaves the
-        old store or none, and the next command folds more."""
+        confidence; their hashes are the fold's (`Located.hash`, 0: not known); `kept` is
+        the `Resumed.kept` of the store read (the hashes of the versions it held). With
+        `force`, written however little was folded since (hashes were filled in). Errors
+        are swallowed (the store is only time): a full disk leaves the old store or none,
+        and the next command folds more."""
         if offset < self.min_bytes:
             return
-        if held and offset - held < max(self.save_after, 1):
+        if held and not force and offset - held < max(self.save_after, 1):
             return
         try:
             st = os.fstat(fd)
@@ -334,8 +342,8 @@ def _slot(
 ) -> _Slot:
     """A table as columns; with `lines`, a table of versions, with their kind, scope and
     confidence (read from their lines for those not `Described` yet) and the `record_hash`
-    of their lines: a `Described` version's from `kept` (`_kept_hashes`) unless it holds
-    it, another's its own when the fold hashed it, else of its line read here.
+    of their lines where known: a `Described` version's from `kept` (`_kept_hashes`)
+    unless it holds it, another's its own when the fold hashed it, else 0 (not known).
 
     Memory: the columns hold the records' own int objects; kinds and scopes are interned
     (a few distinct values), and a version's fields are read in file order, one line at a
@@ -371,9 +379,10 @@ def _slot(
             raw = next(raws)
             m = _decode_meta(raw)
             kind, scope, confidence = m.kind, m.scope, m.confidence
-            # Hashed by the fold for a digest; else here, its line in hand (0 means "not
-            # known": a digest hashes the line again, never wrong).
-            h = r.hash or record_hash(raw)
+            # Hashed by the fold for a digest, else 0: "not known". The column is lazy: a
+            # prompt does not pay for hashes it does not use (hashing every line tripled a
+            # cold prompt), and the first digest fills it in (`located.fill_hashes`).
+            h = r.hash
         kinds.append(names.setdefault(kind, kind))
         scopes.append(names.setdefault(scope, scope))
         confidences.append(confidence)

@@ -128,3 +128,62 @@ def test_a_store_without_the_hash_column_is_rebuilt(tmp_path: Path) -> None:
     with located_view([path], now, store, hashes=True) as view:
         assert view.resumed
         assert all(type(r) is Described and r.hash for r in view.records)
+
+
+def _columns(store: ViewStore, path: Path) -> list[list[int]]:
+    """The hash columns (user, inferred versions) of `path`'s store, as integers."""
+    stored = viewstore._unpack(store.state.view_store(path).read_bytes())
+    assert stored is not None
+    return [
+        [int.from_bytes(s.hash[i : i + 8], "big") for i in range(0, len(s.hash), 8)]
+        for s in (stored.user, stored.inferred)
+    ]
+
+
+def test_the_hash_column_is_filled_by_the_first_digest_and_kept(tmp_path: Path) -> None:
+    """A plain view (`prompt`, `show`) hashes no line: its store holds 0 ("not known") for
+    every version; the first digest hashes them, gives the right answer and saves them
+    (with nothing appended since), so the next resumes with every hash; a version folded
+    later by a plain view is again 0, and only it is hashed by the next digest."""
+    path = tmp_path / "me.jsonl"
+    body = b"".join(
+        b'{"id": "id%02d", "kind": "fact", "text": "entry %d", "created_at": '
+        b'"2026-11-01T00:00:%02dZ"%s}\n' % (i % 40, i, i % 60, b', "source": "user"' * (i % 3 == 0))
+        for i in range(60)
+    )
+    path.write_bytes(
+        HEADER + b"\n" + body + b'{"id": "id07", "deleted": true, '
+        b'"created_at": "2026-11-01T00:01:00Z"}\n'
+    )
+    now = 1 << 62
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0, save_after=0)
+    located_view([path], now, store).close()
+    user, inferred = _columns(store, path)
+    assert user
+    assert inferred
+    assert set(user) == set(inferred) == {0}
+
+    got, _ = from_store(path, store, now)
+    assert got == from_lines(path, now)
+    assert all(h for column in _columns(store, path) for h in column)
+    fd = open_for_reading(path)
+    try:
+        resumed = store.resume(path, fd, str(path), hashes=True)
+    finally:
+        os.close(fd)
+    assert resumed is not None
+    versions = [*resumed.scan.index.user.values(), *resumed.scan.index.inferred.values()]
+    assert all(type(r) is Described and r.hash for r in versions)
+
+    with open(path, "ab") as f:
+        f.write(
+            b'{"id": "late", "kind": "fact", "text": "x", "created_at": "2026-11-02T00:00:00Z"}\n'
+        )
+    located_view([path], now, store).close()
+    user, inferred = _columns(store, path)
+    assert inferred[-1] == 0  # the late version: folded by a plain view
+    assert all(inferred[:-1])
+    assert all(user)
+    got, _ = from_store(path, store, now)
+    assert got == from_lines(path, now)
+    assert all(h for column in _columns(store, path) for h in column)
