@@ -58,6 +58,7 @@ class _Rest(msgspec.Struct, gc=False):
     headerless: list[str]
     secrets: list[SecretFinding]
     future: list[tuple[str, int, Located]]
+    superseding: list[tuple[str, int]] | None
 
 
 _FRAME_RECORDS = 50_000
@@ -186,6 +187,7 @@ def _send(fd: int, half: ScanResult) -> None:
         headerless=half.headerless,
         secrets=half.secrets,
         future=half.future,  # type: ignore[arg-type]
+        superseding=half.superseding,
     )
     _write_frame(fd, b"E", msgspec.msgpack.encode(rest))
 
@@ -218,6 +220,8 @@ def _receive(result: ScanResult, fd: int) -> bool:
             result.headerless += rest.headerless
             result.secrets += rest.secrets
             result.future += rest.future
+            if rest.superseding is not None:  # after the first half's: the file's order
+                result.superseding = (result.superseding or []) + rest.superseding
             return True
     return False
 

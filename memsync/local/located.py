@@ -362,12 +362,16 @@ def _fold(
 ) -> None:
     """Classify a chunk's lines; fold its records in as `Located` records; with
     `future_after`, note the records dated after it and those that look like they hold a
-    credential; with `hashed`, give each version that becomes its class's best (rule 9)
+    credential (and every entry that supersedes, `ScanResult.superseding`); with
+    `hashed`, give each version that becomes its class's best (rule 9)
     the `record_hash` of its line, in memory now: the persistent view keeps it, so that
     the digest reads no line (issue 21)."""
     lines = chunk.lines
     if chunk.first_line == 1 and lines and not is_header(lines[0]):
         result.headerless.append(name)
+    if result.superseding is None:
+        result.superseding = []
+    superseding = result.superseding
     index = result.index
     add, bad = index.add, result.bad
     for n, (raw, at) in enumerate(zip(lines, chunk.starts(), strict=True), chunk.first_line):
@@ -377,6 +381,8 @@ def _fold(
             packed = ((file_no << _OFFSET_BITS | at) << _LENGTH_BITS) | len(raw)
             rec = Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed, 0)
             add(rec)
+            if p.supersedes is not None and not p.deleted:
+                superseding.append((p.supersedes, packed))
             if hashed and not p.deleted:
                 # Only a version that is now the best of its class can be in the view: the
                 # others are never hashed (a tombstone is never in it).

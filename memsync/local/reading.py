@@ -74,6 +74,10 @@ class ScanResult:
     """Lines whose text looks like a credential (only when a check asked for them)."""
     future: list[tuple[str, int, Record]] = field(default_factory=list)
     """Records dated too far ahead: file, line, record (only when a check asked for them)."""
+    superseding: list[tuple[str, int]] | None = None
+    """Every entry that supersedes an id (rule 10), in the order folded: (the id it
+    supersedes, its `Located.at`). Collected by the located fold only (`local.located`;
+    handoff hands each over, issue 20); None: not collected."""
 
 
 def scan(

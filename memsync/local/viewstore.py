@@ -9,8 +9,10 @@ and 14) instead of the whole file.
 What a store holds: for each id its latest tombstone, best user and best inferred version
 (instant, expiry, where the line lies: offset and length, and for a version the
 `record_hash` of its line, issue 21: the view digest and a receipt's buckets are sums of
-them, so a warm digest reads no line), the supersession bits of rule 10, the bad lines and
-whether the file has a header; and the identity of the bytes it folded.
+them, so a warm digest reads no line), the supersession bits of rule 10 and where every
+superseding entry lies (handoff hands each over), the twins met (rule 7: `Memory.view`
+lists them), the bad lines and whether the file has a header; and the identity of the
+bytes it folded.
 
 The hash column is lazy: 0 is "not known". A command that does not need a digest (`prompt`,
 `show`, `recall`, `forget`) hashes no line (hashing every line made a cold `prompt` three
@@ -62,7 +64,7 @@ from memsync.local.storage import FILE_MODE, private_dirs, write_all
 
 __all__ = ["FORMAT", "MIN_BYTES", "SAVE_AFTER_BYTES", "Resumed", "ViewStore"]
 
-FORMAT = f"memsync-view/4 {__version__}"
+FORMAT = f"memsync-view/5 {__version__}"
 """The store's format and the version of memsync that wrote it: any other is rebuilt."""
 
 MIN_BYTES = 256 * 1024
@@ -125,6 +127,8 @@ class _Stored(msgspec.Struct, array_like=True, gc=False):
     inferred: _Slot
     sup_ids: list[str]
     sup_bits: list[int]
+    superseding: list[tuple[str, int]]
+    twins: list[tuple[Located, Located]]
 
 
 _AT = attrgetter("at")
@@ -227,8 +231,8 @@ class ViewStore:
         `force`, written however little was folded since (hashes were filled in). Errors
         are swallowed (the store is only time): a full disk leaves the old store or none,
         and the next command folds more."""
-        if offset < self.min_bytes:
-            return
+        if offset < self.min_bytes or scan.superseding is None:
+            return  # (superseding entries not collected: no store rather than a wrong one)
         if held and not force and offset - held < max(self.save_after, 1):
             return
         try:
@@ -251,6 +255,8 @@ class ViewStore:
                 _slot(scan.index.inferred, lines, kept[1]),
                 list(scan.index.superseded),
                 list(scan.index.superseded.values()),
+                scan.superseding,
+                cast(list[tuple[Located, Located]], scan.index.twins),
             )
             payload, stored_path = _encode(stored), stored.path
             del stored  # its columns, before the write
@@ -426,7 +432,8 @@ def _scan_of(stored: _Stored, name: str, hashes: bool) -> ScanResult:
         for rid, ts, at, exp, kind, scope, conf, h in zip(*columns, packed, strict=True):
             table[rid] = Described(b"", rid, ts, False, user, None, exp, at, h, kind, scope, conf)
     index.superseded = dict(zip(stored.sup_ids, stored.sup_bits, strict=True))
-    scan = ScanResult(index)
+    index.twins = list(stored.twins)
+    scan = ScanResult(index, superseding=stored.superseding)
     scan.bad = [BadLine(name, n, reason) for n, reason in stored.bad]
     if stored.headerless:
         scan.headerless.append(name)

@@ -22,11 +22,12 @@ import pytest
 import memsync.local.fold_halves
 import memsync.local.located
 from memsync.core.lines import MAX_LINE_BYTES
+from memsync.core.records import Located, Record
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.errors import UnsupportedFormat
 from memsync.local.fresh import header_line
 from memsync.local.located import check_files, located_view
-from memsync.local.reading import view_of
+from memsync.local.reading import scan, view_of
 
 T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
 NOW = T0 + 400 * 86_400 * SECOND
@@ -108,6 +109,13 @@ def test_the_lines_read_back_are_the_views_lines(
         assert [r.raw for r in view.records] == [b""] * len(whole.records)
         assert list(view.lines()) == [r.raw for r in whole.records]
         assert [(r.id, r.ts) for r in view.records] == [(r.id, r.ts) for r in whole.records]
+        # Every superseding entry, in the files' order, and where its line is (handoff).
+        found = view.scan.superseding or []
+        places = [Located(b"", "", 0, False, False, None, None, at, 0) for _, at in found]
+        assert list(zip(view.lines_of(places), (rid for rid, _ in found), strict=True)) == [
+            (r.raw, r.supersedes) for r in _superseding([a, b])
+        ]
+        assert found
     assert view.scan.bad == whole.bad  # the same lines, numbers and order, either way
     assert [str(b) for b in whole.bad if "longer than" in b.reason]  # the shape was there
     # The keys with two contents (rule 7); which pairs of three or more are met depends on
@@ -115,6 +123,17 @@ def test_the_lines_read_back_are_the_views_lines(
     assert {a.key for a, _ in view.scan.index.twins} == {a.key for a, _ in whole.twins}
     assert view.scan.headerless == whole.headerless
     assert len(forks) == (1 if processes == 2 else 0)
+
+
+def _superseding(paths: list[Path]) -> list[Record]:
+    out: list[Record] = []
+
+    def visit(_name: str, _line: int, rec: Record) -> None:
+        if rec.supersedes is not None and not rec.deleted:
+            out.append(rec)
+
+    scan(paths, visit=visit)
+    return out
 
 
 @pytest.mark.parametrize("where", ["first", "second"])
