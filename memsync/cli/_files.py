@@ -273,7 +273,13 @@ def cmd_handoff(args: argparse.Namespace) -> int:
         since=args.since,
     )
     result = handoff(
-        src, args.dest, selection, now=args.now, dry_run=args.dry_run, progress=args.progress
+        src,
+        args.dest,
+        selection,
+        now=args.now,
+        dry_run=args.dry_run,
+        progress=args.progress,
+        store=_view_store(),
     )
     _print_merge(result, args.json, show_records=args.dry_run)
     return EXIT_OK

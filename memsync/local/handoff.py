@@ -9,6 +9,12 @@ gathered first from the few lines that may supersede (`core.scan.superseding_lin
 each partition's index, given those, yields that partition's view and its share of
 `select_handoff`'s lines. The chosen lines go to a temporary file, then into the
 destination like a merge, a partition at a time.
+
+With the source's persistent view (issue 20, `ViewStore`), the selection is made from it
+instead, whatever the source's size: the live current versions' kind, scope, confidence
+and instant are in the store, and so are where each superseding entry lies and the lines
+that decide each id; only the lines handed over are read (`_stored_chosen`), and the same
+ones as the whole-file fold chooses, in the same order.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
-from memsync.core.handoff import HandoffFilter, select_handoff
+from memsync.core.handoff import HandoffFilter, select_handoff, within
 from memsync.core.lines import classify
 from memsync.core.merge import DEFAULT_MAX_FUTURE
-from memsync.core.records import Record
+from memsync.core.records import Described, Located, Record
 from memsync.core.scan import superseding_lines
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index, build_view
 from memsync.local.batching import Batch, by_counts, in_order
@@ -29,12 +36,14 @@ from memsync.local.compaction_partitions import partition_file
 from memsync.local.destination import Streamed
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
+from memsync.local.located import LocatedView, located_view
 from memsync.local.lock import DEFAULT_TIMEOUT
 from memsync.local.merge import MergeResult, merge_batches
 from memsync.local.progress import Progress
 from memsync.local.reading import no_gc, scan
 from memsync.local.spill import Spill
 from memsync.local.storage import file_size, private_dirs, read_chunks
+from memsync.local.viewstore import ViewStore
 
 __all__ = ["PARTITION_BYTES", "chosen_lines", "handoff"]
 
@@ -63,24 +72,31 @@ def handoff(
     dry_run: bool = False,
     lock_timeout: float = DEFAULT_TIMEOUT,
     progress: Progress | None = None,
+    store: ViewStore | None = None,
 ) -> MergeResult:
     """Hand a slice of `src` to `dest`: append what makes DEST's view of the selected ids
     agree with SRC's: the live current versions that match `selection`, and SRC's
     tombstones and superseding records for ids DEST holds. Merge rules apply (rule 14):
-    the chosen lines go through the merge driver (`merge_batches`), DEST streamed."""
+    the chosen lines go through the merge driver (`merge_batches`), DEST streamed.
+
+    With `store`, SRC's lines are chosen from its persistent view (issue 20), which this
+    brings up to date: the same lines as without, reading only those."""
     at = now_us() if now is None else now
-    if file_size(src) > PARTITION_BYTES:
+    if store is None and file_size(src) > PARTITION_BYTES:
         return _handoff_partitioned(src, dest, selection, at, dry_run, lock_timeout, progress)
     dest_ids = _ids_of(dest)
-    superseding: list[Record] = []
+    if store is not None:
+        chosen = _stored_chosen(src, dest_ids, selection, at, store)
+    else:
+        superseding: list[Record] = []
 
-    def visit(_name: str, _line: int, rec: Record) -> None:
-        if not rec.deleted and rec.supersedes in dest_ids:
-            superseding.append(rec)
+        def visit(_name: str, _line: int, rec: Record) -> None:
+            if not rec.deleted and rec.supersedes in dest_ids:
+                superseding.append(rec)
 
-    result = scan([src], visit=visit)
-    view = build_view(result.index, at)
-    chosen = select_handoff(result.index, view.live, dest_ids, superseding, selection)
+        result = scan([src], visit=visit)
+        view = build_view(result.index, at)
+        chosen = select_handoff(result.index, view.live, dest_ids, superseding, selection)
     streamed = Streamed(
         dest,
         now=at,
@@ -92,6 +108,73 @@ def handoff(
     )
     total = MergeResult(dest=str(dest), dry_run=dry_run)
     return merge_batches(streamed, [Batch([(str(src), 0, chosen)])], total, keep_records=True)
+
+
+def _stored_chosen(
+    src: Path, dest_ids: set[str], selection: HandoffFilter, now: int, store: ViewStore
+) -> list[bytes]:
+    """`select_handoff`'s lines for `src`, chosen through its persistent view: the live
+    versions the store describes are selected by their columns (those folded since it was
+    written, by their lines), and `select_handoff` is given whole records of only what it
+    may hand over: those live versions, every entry superseding an id of `dest_ids` (rule
+    10: each travels, `ScanResult.superseding`, in the file's order as a scan meets them),
+    and the latest tombstone and best versions of the ids it looks up."""
+    with located_view([src], now, store) as view:
+        live = [
+            rec
+            for rec in _whole(view, [r for r in view.records if _may_match(r, selection)])
+            if selection.matches(rec)  # (for those folded since the store, read here)
+        ]
+        found = view.scan.superseding or []
+        superseding = [
+            rec
+            for rec in _whole(view, [_at(at) for rid, at in found if rid in dest_ids])
+            if not rec.deleted and rec.supersedes in dest_ids
+        ]
+        index, source = Index(), view.scan.index
+        wanted = [rid for rid in dest_ids if rid in source.tombs]
+        looked_up = (
+            (index.tombs, source.tombs, wanted),
+            *(
+                (mine, theirs, [rec.id for rec in superseding])
+                for mine, theirs in (
+                    (index.tombs, source.tombs),
+                    (index.user, source.user),
+                    (index.inferred, source.inferred),
+                )
+            ),
+        )
+        for mine, theirs, ids in looked_up:
+            located = [theirs[rid] for rid in ids if rid in theirs]
+            for rec in _whole(view, cast(list[Located], located)):
+                mine[rec.id] = rec
+    return select_handoff(index, live, dest_ids, superseding, selection)
+
+
+def _may_match(rec: Located, selection: HandoffFilter) -> bool:
+    """`selection.matches` from a `Described` record's columns (rule 3's defaults are in
+    them); True for another (its line says)."""
+    if type(rec) is not Described:
+        return True
+    if selection.kinds and rec.kind not in selection.kinds:
+        return False
+    if selection.scopes and not any(within(rec.scope, s) for s in selection.scopes):
+        return False
+    if selection.min_confidence is not None and rec.confidence < selection.min_confidence:
+        return False
+    return selection.since is None or rec.ts >= selection.since
+
+
+def _at(at: int) -> Located:
+    """A stand-in for the record whose line is at `at`, to read it (`LocatedView.lines_of`
+    reads only `at`)."""
+    return Located(b"", "", 0, False, False, None, None, at, 0)
+
+
+def _whole(view: LocatedView, records: list[Located]) -> list[Record]:
+    """The records whose lines are at the places of `records`, parsed (as a scan would)."""
+    name = str(view.paths[0])
+    return [cast(Record, classify(raw, source=name)) for raw in view.lines_of(records)]
 
 
 def _handoff_partitioned(
