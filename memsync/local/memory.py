@@ -132,7 +132,14 @@ class Memory:
     # Reading
 
     def view(self, now: int | datetime | None = None) -> MemoryView:
-        """The view at `now` (default: the local clock): live current versions (rule 12)."""
+        """The view at `now` (default: the local clock): live current versions (rule 12).
+        With a `state_dir`, from the file's persistent view there (issue 20): only the
+        lines the view holds and what was appended since are read. The same view."""
+        store = self._store()
+        if store is not None:
+            from memsync.local.storedreads import stored_view
+
+            return stored_view(self.path, store, _as_us(now))
         from memsync.local.reading import view_of
 
         return view_of([self.path], _as_us(now))

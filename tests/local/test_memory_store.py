@@ -115,3 +115,39 @@ def test_to_prompt_with_a_stale_store_is_never_wrong(tmp_path: Path) -> None:
         f.write(b"".join(entry(f"n{i:05d}", 9000 + i) + b"\n" for i in range(len(data) // 80)))
     assert not _resumes(path, state)
     assert _in_new_process(path, state) == _fresh(path)
+
+
+def _view_of(mem: Memory) -> tuple[object, ...]:
+    view = mem.view(NOW)
+    return (view.records, view.bad, view.twins, view.headerless, len(view.entries))
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_view_from_the_store_is_a_full_folds(tmp_path: Path, header: bool) -> None:
+    """`Memory.view` with a state directory: the same live records, bad lines, twins and
+    missing header as a fold of the whole file, from a store written before and one the
+    file outgrew (twins, a bad line and a supersession on both sides of it)."""
+    path = deciding_file(tmp_path / "me.jsonl", 3000)
+    twin = entry("e00004", 4, text="a twin")  # e00004's key, another content (rule 7)
+    with open(path, "ab") as f:
+        f.write(twin + b"\n{not json\n" + entry("e00005", 5, text="twin two") + b"\n")
+    if not header:
+        path.write_bytes(path.read_bytes().split(b"\n", 1)[1])
+    state = tmp_path / "state"
+    stored, whole = Memory(path, state_dir=state), Memory(path)
+    expected = _view_of(whole)
+    assert expected[2]  # the shapes are there: twins,
+    assert expected[1]  # and a bad line
+    assert _view_of(stored) == expected
+    assert _resumes(path, state)
+    assert _view_of(stored) == expected  # from the store
+    tail = (
+        entry("e00006", 6, text="a tail twin"),
+        b"[1, 2]",
+        entry("late00000001", 9000, supersedes="e00001"),
+        entry("e00007", 9001, user=True),
+    )
+    with open(path, "ab") as f:
+        f.write(b"".join(line + b"\n" for line in tail))
+    assert _resumes(path, state)  # grown only: the store is still used
+    assert _view_of(stored) == _view_of(whole)
