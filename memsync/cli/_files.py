@@ -161,7 +161,18 @@ def _prompt(args: argparse.Namespace) -> int:
         if not path.exists():
             return EXIT_OK
         args.files = [path]
-    with located_view(existing(args.files), args.now, _view_store()) as view:
+    files, store = existing(args.files), _view_store()
+    if len(files) == 1 and args.max_chars is not None:
+        from memsync.local.fresh import now_us
+        from memsync.local.viewranks_open import stored_prompt  # (start-up)
+
+        now = now_us() if args.now is None else args.now
+        quick = stored_prompt(store, files[0], args.scope, args.max_chars, now)
+        if quick is not None:  # from the top of the drop order alone (issue 20)
+            sys.stdout.write(quick[0])
+            report_bad(quick[1], quick[2])
+            return EXIT_OK
+    with located_view(files, args.now, store) as view:
         if args.max_chars is None or not view.resumed:
             text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
         else:  # only the lines the block holds are read (issue 20)

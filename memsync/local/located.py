@@ -175,7 +175,7 @@ def located_view(
     Raises OSError naming a file that cannot be read, and UnsupportedFormat (rule 2).
     """
     at = now_us() if now is None else now
-    view = _first_pass(paths, None, store if len(paths) == 1 else None, hashes=hashes)
+    view = _first_pass(paths, None, store if len(paths) == 1 else None, hashes=hashes, now=at)
     try:
         with no_gc():  # sorting a million records allocates a million keys
             view.records = cast(list[Located], build_view(view.scan.index, at).live)
@@ -222,6 +222,7 @@ def _first_pass(
     store: ViewStore | None = None,
     *,
     hashes: bool = False,
+    now: int | None = None,
 ) -> LocatedView:
     """The files opened and folded, in two processes when they are large (`fold_halves`);
     with `future_after`, also checked for what `check_files` reports; with `store` (one
@@ -233,7 +234,7 @@ def _first_pass(
             recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
             view._fds.append(open_for_reading(path))
         if store is not None:
-            _stored_pass(view, store, hashes)
+            _stored_pass(view, store, hashes, now)
             return view
 
         def fold(result: ScanResult, file_no: int, start: int, stop: int | None, line: int) -> None:
@@ -262,11 +263,11 @@ def _first_pass(
     return view
 
 
-def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool) -> None:
+def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool, now: int | None) -> None:
     """The first pass over one file from its persistent view: only the bytes after what
     the store folded, when it is valid; else the whole file. Then the store is written
     again when it is far enough behind (`ViewStore.save`). With `hashes`, the versions
-    hold their lines' hashes (`located_view`)."""
+    hold their lines' hashes (`located_view`); `now` is the view's (`ViewStore.save`)."""
     [path], [fd] = view.paths, view._fds
     name = str(path)
     resumed = store.resume(path, fd, name, hashes=hashes)
@@ -305,7 +306,9 @@ def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool) -> None:
         # The store's hash column is lazy (`memsync.local.viewstore`): a digest fills in
         # what it lacks, and saves it however little was appended, so the next is warm.
         filled = hashes and fill_hashes(view)
-        store.save(path, fd, view.scan, offset, line, held, view.lines_of, kept, force=filled)
+        store.save(
+            path, fd, view.scan, offset, line, held, view.lines_of, kept, force=filled, now=now
+        )
 
 
 def fill_hashes(view: LocatedView) -> bool:

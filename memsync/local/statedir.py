@@ -26,6 +26,7 @@ the root itself.
   bridges/<name>-<key>.json  what memsync last rendered into a bridged file (issue 22)
   bridges/<name>-<key>.lock  one sync of a bridged file at a time
   view/<name>-<key>.view     a memory file's persistent view (`viewstore.ViewStore`)
+  view/<name>-<key>.ranks    its quick part, read in place: per id, and the prompt's order
 ```
 
 `<name>` is a memory file's name cut to 40 characters, `<key>` a hash of its real path,
@@ -190,6 +191,13 @@ class StateDir:
         before each use (`memsync.local.viewstore`)."""
         key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(path)))
         return self._under("view", f"{path.name[:40]}-{key}.view")
+
+    def view_ranks(self, path: Path) -> Path:
+        """The quick part of the persistent view of memory file `path`, read in place
+        without decoding it whole: each id's versions and the live entries in the prompt's
+        drop order (`memsync.local.viewranks`), checked against the file before each use."""
+        key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(path)))
+        return self._under("view", f"{path.name[:40]}-{key}.ranks")
 
 
 StateDirLike: TypeAlias = StateDir | str | os.PathLike[str]

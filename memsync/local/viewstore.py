@@ -58,6 +58,9 @@ from memsync.core.lines import BadLine
 from memsync.core.records import Described, Located, Record
 from memsync.core.version import __version__
 from memsync.core.view import Index
+from memsync.local.foldcheck import digest as _digest
+from memsync.local.foldcheck import matches_identity
+from memsync.local.fresh import now_us
 from memsync.local.reading import ScanResult
 from memsync.local.statedir import StateDir
 from memsync.local.storage import FILE_MODE, private_dirs, write_all
@@ -79,8 +82,6 @@ folds at most this much more than what was appended since it last ran."""
 _MAGIC = b"MSVIEW2\n"
 _PATH_BYTES = 4096
 """The file's real path, after the magic, padded to this size: read alone by `_sweep`."""
-_BLOCK = 1 << 20
-"""How much of the file `_digest` reads at a time."""
 
 
 class _Slot(msgspec.Struct, array_like=True, gc=False):
@@ -180,7 +181,13 @@ class ViewStore:
     def newest(self, path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
         """From a valid store of the file open as `fd`: the newest `created_at` of any
         record of `rid` in the bytes it folded (None: no record), and how many bytes that
-        is; None without a valid store. The store's records are not built (`forget`)."""
+        is; None without a valid store. Its quick part first: a lookup of one id."""
+        from memsync.local.viewranks_open import newest_stored  # (start-up)
+
+        if os.fstat(fd).st_size >= self.min_bytes:
+            found = newest_stored(self.state.view_ranks(path), path, fd, rid)
+            if found is not None:
+                return found
         stored = self._valid(path, fd)
         if stored is None:
             return None
@@ -221,6 +228,7 @@ class ViewStore:
         kept: tuple[bytes, bytes] = (b"", b""),
         *,
         force: bool = False,
+        now: int | None = None,
     ) -> None:
         """Write the fold `scan` of the file's first `offset` bytes as its store, when the
         file is large enough and the store now held (`held` bytes) is far enough behind.
@@ -228,13 +236,19 @@ class ViewStore:
         versions folded since the store was read are read again for their kind, scope and
         confidence; their hashes are the fold's (`Located.hash`, 0: not known); `kept` is
         the `Resumed.kept` of the store read (the hashes of the versions it held). With
-        `force`, written however little was folded since (hashes were filled in). Errors
-        are swallowed (the store is only time): a full disk leaves the old store or none,
-        and the next command folds more."""
+        `force`, written however little was folded since (hashes were filled in). Its quick
+        part (`viewranks`) is written with it, or alone when it is behind the store, its
+        entries live at `now` (the command's) or the clock, the earlier. Errors are
+        swallowed (the store is only time): a full disk leaves the old store or none, and
+        the next command folds more."""
         if offset < self.min_bytes or scan.superseding is None:
             return  # (superseding entries not collected: no store rather than a wrong one)
-        if held and not force and offset - held < max(self.save_after, 1):
-            return
+        from memsync.local import viewranks_write  # (start-up)
+
+        due = not held or force or offset - held >= max(self.save_after, 1)
+        size = None if due else viewranks_write.head_size(self.state.view_ranks(path))
+        if size is not None and size >= held:
+            return  # neither the store nor its quick part is behind
         try:
             st = os.fstat(fd)
             mtime = st.st_mtime_ns if offset == st.st_size else -1
@@ -258,12 +272,17 @@ class ViewStore:
                 scan.superseding,
                 cast(list[tuple[Located, Located]], scan.index.twins),
             )
-            payload, stored_path = _encode(stored), stored.path
+            if due:
+                payload = _encode(stored)
+                target = self.state.prepared(self.state.view_store(path))
+                if not held:
+                    _sweep(target)
+                _write(target, _header(stored.path, payload), payload)
+                del payload
+            floor = now_us() if now is None else min(now, now_us())
+            parts = viewranks_write.parts(stored, scan.index.superseded, floor)
             del stored  # its columns, before the write
-            target = self.state.prepared(self.state.view_store(path))
-            if not held:
-                _sweep(target)
-            _write(target, _header(stored_path, payload), payload)
+            _write(self.state.prepared(self.state.view_ranks(path)), *parts)
         except (
             OSError,
             OverflowError,
@@ -315,30 +334,10 @@ def _unpack(blob: bytes) -> _Stored | None:
 
 def _matches(stored: _Stored, path: Path, fd: int, st: os.stat_result) -> bool:
     """Whether `stored` is a fold of the first bytes of the file open as `fd`."""
-    if (stored.dev, stored.ino) != (st.st_dev, st.st_ino) or st.st_size < stored.size:
-        return False
-    if st.st_size == stored.size and st.st_mtime_ns != stored.mtime_ns:
-        return False  # same size, written since: an edit in place
-    if stored.path != os.path.realpath(path):
+    s = stored
+    if not matches_identity(s.path, s.dev, s.ino, s.size, s.mtime_ns, path, st):
         return False
     return _digest(fd, stored.size) == stored.digest
-
-
-def _digest(fd: int, size: int) -> bytes:
-    """A digest of the first `size` bytes of `fd`, every one of them: an edit in place
-    anywhere in what was folded (an editor that truncates and rewrites the same inode) is
-    noticed even when lines were appended after it. xxh3 runs at memory speed: about 0.1 s
-    for 300 MB (1M records) from the page cache, beside seconds for the fold it saves."""
-    h = xxhash.xxh3_128()
-    h.update(size.to_bytes(8, "big"))
-    done = 0
-    while done < size:  # os.pread, not preadv: macOS has it on every version we run on
-        block = os.pread(fd, min(_BLOCK, size - done), done)
-        if not block:
-            break  # shorter than folded: the size check has already said so
-        h.update(block)
-        done += len(block)
-    return h.digest()
 
 
 def _slot(
@@ -447,12 +446,12 @@ def _sweep(target: Path) -> None:
     one rewritten): a short read of each store."""
     for name in os.listdir(target.parent):
         other = target.parent / name
-        if not name.endswith(".view") or other == target:
+        if not name.endswith((".view", ".ranks")) or other == target:
             continue
         try:
             with open(other, "rb") as f:
                 head = f.read(len(_MAGIC) + _PATH_BYTES)
-            if head.startswith(_MAGIC):
+            if head.startswith((_MAGIC, b"MSRANK1\n")):
                 named = head[len(_MAGIC) :].rstrip(b"\0")
                 if named and os.path.exists(os.fsdecode(named)):
                     continue

@@ -41,6 +41,7 @@ PINNED = {
     "bridge_rendered": "bridges/me.jsonl-2a7db0fa168e955e.json",
     "bridge_lock": "bridges/me.jsonl-2a7db0fa168e955e.lock",
     "view_store": "view/me.jsonl-2a7db0fa168e955e.view",
+    "view_ranks": "view/me.jsonl-2a7db0fa168e955e.ranks",
 }
 
 
@@ -65,6 +66,7 @@ def _named(state: StateDir, path: Path = FILE) -> dict[str, Path]:
         "bridge_rendered": state.bridge_rendered(path),
         "bridge_lock": state.bridge_lock(path),
         "view_store": state.view_store(path),
+        "view_ranks": state.view_ranks(path),
     }
 
 

@@ -329,8 +329,10 @@ def test_kill_9_while_the_store_is_written(tmp_path: Path) -> None:
         f.write(
             b'{"id": "last", "kind": "fact", "text": "t", "created_at": "2026-11-01T04:00:00Z"}\n'
         )
-    answer(path, ViewStore(StateDir(state), min_bytes=0, save_after=0))
-    assert [p.name for p in target.parent.iterdir()] == [target.name]
+    store = ViewStore(StateDir(state), min_bytes=0, save_after=0)
+    answer(path, store)
+    names = sorted(p.name for p in target.parent.iterdir())
+    assert names == sorted([target.name, store.state.view_ranks(path).name])
 
 
 _READER = """
@@ -458,7 +460,8 @@ def test_stores_of_files_that_are_gone_are_swept(tmp_path: Path) -> None:
     gone.unlink()
     answer(new, store)
     names = {p.name for p in store.state.view_store(new).parent.iterdir()}
-    assert names == {store.state.view_store(p).name for p in (kept, new)}
+    stores = {store.state.view_store(p).name for p in (kept, new)}
+    assert names == stores | {store.state.view_ranks(p).name for p in (kept, new)}
 
 
 def test_forget_takes_the_ids_newest_record_from_the_store_and_what_was_appended_since(
@@ -494,7 +497,9 @@ def test_forget_takes_the_ids_newest_record_from_the_store_and_what_was_appended
     # An id only the store's part holds.
     assert mem.forget_record("id000010", now=0).ts > us("2026-11-01T00:00:10Z")
     # The store is what was read: one that says id000020's newest record is later than the
-    # file's (a forged one, valid for the file) moves the stamp.
+    # file's (a forged one, valid for the file) moves the stamp. (Without its quick part,
+    # read first when there is one: `tests/local/test_viewranks.py`.)
+    store.state.view_ranks(path).unlink()
     target = store.state.view_store(path)
     from memsync.local import viewstore
 

@@ -1,0 +1,377 @@
+"""The quick part of a memory file's persistent view (issue 20): read in place, not decoded.
+
+The store of `memsync.local.viewstore` is decoded whole before it answers: at 1M records
+that is a million objects, seconds and hundreds of MB for a `prompt` that shows a few
+dozen lines. Beside it, `ViewStore.save` writes this file (`StateDir.view_ranks`), whose
+columns are read where they lie (`mmap`), one element at a time:
+
+- per id, sorted by id: its latest tombstone, best user and best inferred version
+  (instant, where the line lies, expiry) and its supersession bits (rules 8 to 10): what
+  `forget` (the id's newest record) and `recall` (whether a candidate is live) ask of a
+  few ids, found by binary search;
+- the entries live at `floor` (the clock when it was written, rules 8 to 11), ordered by
+  `core.prompt.drop_rank`, last dropped first, with their confidence and scope; the
+  number of them per scope; those that expire, by instant; those whose line is longer
+  than `LONG_LINE`. A prompt block takes the top of that order that its budget can hold,
+  and counts the rest from the per-scope counts.
+
+Only the ids that the lines appended since touch (their own, or superseded by one) are
+decided again, from their stored versions and the new lines, as a fold would (rules 8 to
+11); an entry of the order that has expired since `floor` is passed over and counted out.
+
+Never trusted blindly: the header is checksummed, and checked against the open memory file
+exactly as the store is (`viewstore._matches`: identity, size, digest of every folded
+byte); each 64 KiB block of the columns has its own checksum, checked the first time an
+element of it is read: a damaged file gives no answer (the caller folds), never a wrong
+one. A `now` before `floor`, a budget under `MIN_BUDGET` or more than `tail_limit` bytes
+appended since: no answer either.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import msgspec
+import xxhash
+
+from memsync.core.lines import BadLine
+from memsync.core.prompt import (
+    PromptEntry,
+    drop_rank,
+    kept_at_most,
+    render_prompt,
+    scope_matches,
+    too_long_for,
+)
+from memsync.core.records import Located
+from memsync.core.version import __version__
+from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
+
+__all__ = ["FORMAT", "LONG_LINE", "MIN_BUDGET", "Damaged", "Quick"]
+
+FORMAT = f"memsync-ranks/1 {__version__} {sys.byteorder}"
+"""The format, memsync's version, and the byte order of the columns: any other is ignored."""
+
+MIN_BUDGET = 1024
+"""Blocks smaller than this are rendered by the fold: an entry may be too long for them
+(`core.prompt.too_long_for`) at any length, and only those over `LONG_LINE` are listed."""
+LONG_LINE = (MIN_BUDGET - 256) // 2
+"""Lines longer than this are listed apart: only they may be too long for a block of
+`MIN_BUDGET` or more (`reading.prompt_of`: a line of 2 * length + 256 characters at most)."""
+
+_MAGIC = b"MSRANK1\n"
+_PATH_BYTES = 4096  # as the store: `ViewStore._sweep` reads the path alone
+_BLOCK = 1 << 16
+_LENGTH_MASK = (1 << 17) - 1  # `Located.at`'s length bits (`local.located`)
+_LENGTH_BITS, _OFFSET_BITS = 17, 40
+
+# Flags of an id.
+_TOMB, _USER, _INFERRED, _USER_NO_EXP, _INFERRED_NO_EXP = 1, 2, 4, 8, 16
+_SUP_USER, _SUP_INFERRED = 32, 64
+
+# The columns, in the file's order: per id (sorted by id), then the order of the live
+# entries (`r_`), those that expire (`e_`), those with a long line (`l_`).
+_COLUMNS = (
+    ("offsets", "Q"),
+    ("blob", "B"),
+    ("flags", "B"),
+    ("tomb_ts", "q"),
+    ("tomb_at", "Q"),
+    ("user_ts", "q"),
+    ("user_at", "Q"),
+    ("user_exp", "q"),
+    ("inf_ts", "q"),
+    ("inf_at", "Q"),
+    ("inf_exp", "q"),
+    ("r_row", "I"),
+    ("r_user", "B"),
+    ("r_scope", "I"),
+    ("e_exp", "q"),
+    ("e_pos", "I"),
+    ("l_pos", "I"),
+)
+
+
+class _Head(msgspec.Struct, array_like=True, gc=False):
+    format: str
+    path: str
+    dev: int
+    ino: int
+    size: int
+    line: int
+    mtime_ns: int
+    digest: bytes
+    headerless: bool
+    bad: list[tuple[int, str]]
+    floor: int
+    scopes: list[str]
+    counts: list[int]
+    sections: list[tuple[int, int]]
+    blocks: bytes
+
+
+_decode_head = msgspec.msgpack.Decoder(_Head).decode
+_encode = msgspec.msgpack.Encoder().encode
+
+
+class _Fields(msgspec.Struct, gc=False):
+    """What a prompt entry holds beyond its record (as `reading._PromptFields`)."""
+
+    kind: str
+    text: str
+    scope: str = "global"
+    confidence: float = 1.0
+
+
+_decode_fields = msgspec.json.Decoder(_Fields).decode
+
+
+class Damaged(Exception):
+    """A block of the columns is not what was written."""
+
+
+def _live(flags: int, tomb: int, u_ts: int, u_exp: int, i_ts: int, i_exp: int, now: int) -> int:
+    """Which version of an id is live at `now` (rules 8 to 11, as `core.view.Index.alive`):
+    0 none, 1 the user one, 2 the inferred one."""
+    has_tomb = flags & _TOMB
+    if flags & _USER and (not has_tomb or u_ts > tomb):
+        if flags & _SUP_USER:
+            return 0
+        return 1 if flags & _USER_NO_EXP or u_exp > now else 0
+    if flags & _INFERRED and (not has_tomb or i_ts > tomb):
+        if flags & (_SUP_USER | _SUP_INFERRED):
+            return 0
+        return 2 if flags & _INFERRED_NO_EXP or i_exp > now else 0
+    return 0
+
+
+@dataclass
+class Quick:
+    """A valid quick part of the memory file open as `fd`, with the records appended
+    since it was written (`tail`): answers as a fold of the whole file would."""
+
+    head: _Head
+    fd: int
+    name: str
+    _cols: dict[str, memoryview]
+    _starts: dict[str, int]
+    _blocks: memoryview
+    _body: memoryview
+    by_id: dict[str, list[Located]] = field(default_factory=dict)
+    """The records appended since, by id, in file order."""
+    sup: dict[str, int] = field(default_factory=dict)
+    """The supersession bits the records appended since give (rule 10)."""
+    bad: list[BadLine] = field(default_factory=list)
+    headerless: list[str] = field(default_factory=list)
+    _checked: set[int] = field(default_factory=set)
+
+    def _get(self, column: str, i: int) -> Any:
+        """Element `i` of `column`, its block checked the first time (raises Damaged)."""
+        col = self._cols[column]
+        block = (self._starts[column] + i * col.itemsize) // _BLOCK
+        if block not in self._checked:
+            self._check(block)
+        return col[i]
+
+    def _check(self, block: int) -> None:
+        data = self._body[block * _BLOCK : (block + 1) * _BLOCK]
+        if xxhash.xxh3_64_digest(data) != self._blocks[block * 8 : block * 8 + 8]:
+            raise Damaged
+        self._checked.add(block)
+
+    def _id(self, row: int) -> bytes:
+        start, end = self._get("offsets", row), self._get("offsets", row + 1)
+        at = self._starts["blob"]
+        first, last = (at + start) // _BLOCK, (at + max(start, end - 1)) // _BLOCK
+        for block in range(first, last + 1):
+            if block not in self._checked:
+                self._check(block)
+        return bytes(self._cols["blob"][start:end])
+
+    def row_of(self, rid: str) -> int | None:
+        """The row of `rid` (binary search of the ids), None when the store has none."""
+        key = rid.encode("utf-8", "surrogatepass")
+        lo, hi = 0, len(self._cols["flags"])
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._id(mid) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < len(self._cols["flags"]) and self._id(lo) == key else None
+
+    def _stored(self, row: int, rid: str, index: Index) -> None:
+        """The stored versions and supersession bits of `rid` (at `row`), into `index`."""
+        g = self._get
+        f = g("flags", row)
+        if f & _TOMB:
+            index.tombs[rid] = Located(
+                b"", rid, g("tomb_ts", row), True, False, None, None, g("tomb_at", row), 0
+            )
+        if f & _USER:
+            exp = None if f & _USER_NO_EXP else g("user_exp", row)
+            ts, at = g("user_ts", row), g("user_at", row)
+            index.user[rid] = Located(b"", rid, ts, False, True, None, exp, at, 0)
+        if f & _INFERRED:
+            exp = None if f & _INFERRED_NO_EXP else g("inf_exp", row)
+            ts, at = g("inf_ts", row), g("inf_at", row)
+            index.inferred[rid] = Located(b"", rid, ts, False, False, None, exp, at, 0)
+        bits = (SUPERSEDED_BY_USER if f & _SUP_USER else 0) | (
+            SUPERSEDED_BY_INFERRED if f & _SUP_INFERRED else 0
+        )
+        if bits:
+            index.superseded[rid] = bits
+
+    def newest_stored(self, rid: str) -> int | None:
+        """The newest `created_at` of any record of `rid` in the folded bytes (each class
+        keeps its latest, rule 9), None when there is none. Raises Damaged."""
+        row = self.row_of(rid)
+        if row is None:
+            return None
+        f = self._get("flags", row)
+        found = [
+            self._get(column, row)
+            for flag, column in ((_TOMB, "tomb_ts"), (_USER, "user_ts"), (_INFERRED, "inf_ts"))
+            if f & flag
+        ]
+        return max(found) if found else None
+
+    def alive(self, rid: str, now: int) -> Located | None:
+        """The live current version of `rid` at `now` (rules 8 to 11), from its stored
+        versions and the records appended since. Raises Damaged."""
+        index = Index(line=self.line)
+        row = self.row_of(rid)
+        if row is not None:
+            self._stored(row, rid, index)
+        for rec in self.by_id.get(rid, ()):
+            index.add(rec)
+        if sup := self.sup.get(rid, 0):
+            index.superseded[rid] = index.superseded.get(rid, 0) | sup
+        return cast(Located | None, index.alive(rid, now))  # it holds only `Located` ones
+
+    def line(self, rec: Located | Any) -> bytes:
+        """The line of a record of the memory file (read again from where it lies)."""
+        rest = rec.at >> _LENGTH_BITS
+        return os.pread(self.fd, rec.at & _LENGTH_MASK, rest & ((1 << _OFFSET_BITS) - 1))
+
+    def _entry(self, rid: str, user: bool, ts: int, at: int) -> tuple[PromptEntry, int]:
+        rest = at >> _LENGTH_BITS
+        raw = os.pread(self.fd, at & _LENGTH_MASK, rest & ((1 << _OFFSET_BITS) - 1))
+        f = _decode_fields(raw)
+        return PromptEntry(rid, f.kind, f.text, f.scope, user, f.confidence, ts), len(raw)
+
+    def _ranked(self, pos: int) -> tuple[int, bool, int | None, int, int]:
+        """Row, class, expiry, instant and line of the entry at `pos` of the order."""
+        g = self._get
+        row, user = g("r_row", pos), bool(g("r_user", pos))
+        f = g("flags", row)
+        if user:
+            exp = None if f & _USER_NO_EXP else g("user_exp", row)
+            return row, True, exp, g("user_ts", row), g("user_at", row)
+        exp = None if f & _INFERRED_NO_EXP else g("inf_exp", row)
+        return row, False, exp, g("inf_ts", row), g("inf_at", row)
+
+    def prompt(
+        self, scope: str | None, max_chars: int, now: int, *, markdown: bool = False
+    ) -> str | None:
+        """`reading.prompt_of` of the live entries at `now` (the same block), from the
+        drop order: None for a budget under `MIN_BUDGET` or a `now` before `floor` (the
+        order holds only the entries live then). Raises Damaged."""
+        head = self.head
+        if max_chars < MIN_BUDGET or now < head.floor:
+            return None
+        wanted = {i for i, s in enumerate(head.scopes) if scope_matches(s, scope)}
+        matching = sum(head.counts[i] for i in wanted)
+        affected = {rid: self.row_of(rid) for rid in self.by_id.keys() | self.sup.keys()}
+        for rid, row in affected.items():
+            if row is None:
+                continue
+            # Its place in the order (if it has one) is decided again below.
+            index = Index(line=self.line)
+            self._stored(row, rid, index)
+            was = index.alive(rid, head.floor)
+            if was is None:
+                continue  # not in the order (nor counted: the expired are, below, not it)
+            if scope_matches(_decode_fields(self.line(was)).scope, scope):
+                matching -= 1
+        skip = {row for row in affected.values() if row is not None}
+        for k in range(len(self._cols["e_exp"])):  # expired since `floor`
+            if self._get("e_exp", k) > now:
+                break
+            pos = self._get("e_pos", k)
+            if self._get("r_row", pos) not in skip and self._get("r_scope", pos) in wanted:
+                matching -= 1
+        limit = kept_at_most(max_chars)
+        fitting: list[PromptEntry] = []
+        too_long: list[PromptEntry] = []
+        for rid in affected:
+            rec = self.alive(rid, now)
+            if rec is None:
+                continue
+            entry, length = self._entry(rid, rec.user, rec.ts, rec.at)
+            if not scope_matches(entry.scope, scope):
+                continue
+            matching += 1
+            if 2 * length + 256 > max_chars and too_long_for(entry, max_chars, markdown=markdown):
+                too_long.append(entry)
+            else:
+                fitting.append(entry)
+        top = self._top(skip, wanted, now, limit, max_chars, markdown)
+        for pos in self._long(max_chars):
+            row, user, exp, ts, at = self._ranked(pos)
+            if row in skip or (exp is not None and exp <= now):
+                continue
+            if self._get("r_scope", pos) not in wanted:
+                continue
+            entry, _ = self._entry(self._id(row).decode("utf-8", "surrogatepass"), user, ts, at)
+            if too_long_for(entry, max_chars, markdown=markdown):
+                too_long.append(entry)
+        chosen = heapq.nlargest(limit, fitting + top, key=_drop_key)
+        more = matching - len(chosen) - len(too_long)
+        return render_prompt(chosen + too_long, scope, max_chars, more=more, markdown=markdown)
+
+    def _top(
+        self,
+        skip: set[int],
+        wanted: set[int],
+        now: int,
+        limit: int,
+        max_chars: int,
+        markdown: bool,
+    ) -> list[PromptEntry]:
+        """The first `limit` entries of the order, live at `now`, of a scope in `wanted`,
+        not too long for the block, and not of an id decided again (`skip`)."""
+        top: list[PromptEntry] = []
+        for pos in range(len(self._cols["r_row"])):
+            if len(top) >= limit:
+                break
+            row, user, exp, ts, at = self._ranked(pos)
+            if row in skip or (exp is not None and exp <= now):
+                continue
+            if self._get("r_scope", pos) not in wanted:
+                continue
+            rid = self._id(row).decode("utf-8", "surrogatepass")
+            entry, length = self._entry(rid, user, ts, at)
+            if 2 * length + 256 > max_chars and too_long_for(entry, max_chars, markdown=markdown):
+                continue  # counted apart (`_long`)
+            top.append(entry)
+        return top
+
+    def _long(self, max_chars: int) -> Iterable[int]:
+        """The positions of the entries whose line may be too long for a block of
+        `max_chars` (longest first)."""
+        for k in range(len(self._cols["l_pos"])):
+            pos = self._get("l_pos", k)
+            at = self._ranked(pos)[4]
+            if 2 * (at & _LENGTH_MASK) + 256 <= max_chars:
+                return
+            yield pos
+
+
+def _drop_key(e: PromptEntry) -> tuple[float, bool, int, str]:
+    return drop_rank(e.confidence, e.user, e.ts, e.id)

@@ -1,0 +1,214 @@
+"""Finding, checking and opening the quick part of a persistent view
+(`memsync.local.viewranks`, issue 20), and the answers the commands take from it."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from array import array
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+import xxhash
+
+from memsync.core.lines import BadLine, Invalid, classify
+from memsync.core.records import Located, Record
+from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER
+from memsync.local.foldcheck import digest, matches_identity
+from memsync.local.statedir import StateDir
+from memsync.local.viewranks import (
+    _BLOCK,
+    _COLUMNS,
+    _LENGTH_BITS,
+    _MAGIC,
+    _PATH_BYTES,
+    FORMAT,
+    MIN_BUDGET,
+    Damaged,
+    Quick,
+    _decode_head,
+)
+
+__all__ = ["Stores", "head_size", "newest_stored", "open_quick", "store_quick", "stored_prompt"]
+
+
+class Stores(Protocol):
+    """Where the persistent views are, and when they are used (`viewstore.ViewStore`)."""
+
+    @property
+    def state(self) -> StateDir: ...
+    @property
+    def min_bytes(self) -> int: ...
+    @property
+    def save_after(self) -> int: ...
+
+
+def head_size(target: Path) -> int | None:
+    """How many bytes of its memory file the quick part `target` folded, when its header
+    is whole (its columns are not read); None else."""
+    try:
+        with open(target, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    quick = _parse(mm, "")
+    return None if quick is None else quick.head.size
+
+
+def stored_prompt(
+    store: Stores,
+    path: Path,
+    scope: str | None,
+    max_chars: int,
+    now: int,
+    *,
+    markdown: bool = False,
+) -> tuple[str, list[BadLine], list[str]] | None:
+    """The `prompt` block of memory file `path` at `now` from its quick part in `store`,
+    with the bad lines and the files without a header that a fold reports; None when the
+    quick part cannot answer (`Quick.prompt`; invalid, damaged, or more than
+    `store.save_after` bytes behind: the fold then writes it again). Raises OSError naming
+    the file, and UnsupportedFormat (rule 2)."""
+    from memsync.local.drain import recover_after_crash  # (start-up)
+    from memsync.local.storage import errors_named, open_for_reading
+
+    if max_chars < MIN_BUDGET:
+        return None
+    recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
+    fd = open_for_reading(path)
+    try:
+        with errors_named(path):
+            quick = store_quick(store, path, fd)
+            if quick is None:
+                return None
+            try:
+                text = quick.prompt(scope, max_chars, now, markdown=markdown)
+            except Damaged:
+                return None
+        return None if text is None else (text, quick.bad, quick.headerless)
+    finally:
+        os.close(fd)
+
+
+def store_quick(store: Stores, path: Path, fd: int) -> Quick | None:
+    """The quick part in `store` of the memory file open as `fd` (`open_quick`), when the
+    file is large enough to have one and it is at most `store.save_after` bytes behind."""
+    if os.fstat(fd).st_size < store.min_bytes:
+        return None
+    return open_quick(store.state.view_ranks(path), path, fd, str(path), store.save_after)
+
+
+def newest_stored(target: Path, path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
+    """`ViewStore.newest` from the quick part `target`: the newest `created_at` of any
+    record of `rid` in the bytes it folded (None: none), and how many bytes that is;
+    None when it is not valid for the file open as `fd` (at `path`)."""
+    quick = open_quick(target, path, fd, str(path), None, fold=False)
+    if quick is None:
+        return None
+    try:
+        return quick.newest_stored(rid), quick.head.size
+    except Damaged:
+        return None
+
+
+def open_quick(
+    target: Path, path: Path, fd: int, name: str, tail_limit: int | None, *, fold: bool = True
+) -> Quick | None:
+    """The quick part `target` of the memory file open as `fd` (at `path`, reported as
+    `name`) when it is whole and a fold of the file's first bytes, and at most
+    `tail_limit` bytes (None: any) were appended since; then with the records appended
+    since folded (with `fold`). Else None. Raises OSError naming the file for the memory file's own
+    errors, UnsupportedFormat for a header of another format appended (rule 2)."""
+    try:
+        with open(target, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    quick = _parse(mm, name)
+    if quick is None:
+        return None
+    st = os.fstat(fd)
+    head = quick.head
+    if not matches_identity(head.path, head.dev, head.ino, head.size, head.mtime_ns, path, st):
+        return None
+    if tail_limit is not None and st.st_size - head.size > tail_limit:
+        return None
+    if digest(fd, head.size) != head.digest:
+        return None
+    quick.fd = fd
+    if fold:
+        _fold_tail(quick, fd, name)
+    return quick
+
+
+def _parse(mm: mmap.mmap, name: str) -> Quick | None:
+    """The header and columns in `mm`, when its header is whole; None else."""
+    start = len(_MAGIC) + _PATH_BYTES + 16 + 4
+    if len(mm) < start or mm[: len(_MAGIC)] != _MAGIC:
+        return None
+    length = int.from_bytes(mm[start - 4 : start], "little")
+    named = mm[len(_MAGIC) : len(_MAGIC) + _PATH_BYTES]
+    encoded = mm[start : start + length]
+    if (
+        xxhash.xxh3_128_digest(named + mm[start - 4 : start] + encoded)
+        != mm[start - 20 : start - 4]
+    ):
+        return None
+    try:
+        head = _decode_head(encoded)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if head.format != FORMAT or len(head.sections) != len(_COLUMNS):
+        return None
+    begin = start + length
+    begin += -begin % 8
+    body = memoryview(mm)[begin:]
+    if len(head.blocks) != 8 * -(-len(body) // _BLOCK) or len(head.counts) != len(head.scopes):
+        return None
+    cols: dict[str, memoryview] = {}
+    starts: dict[str, int] = {}
+    for (column, code), (offset, size) in zip(_COLUMNS, head.sections, strict=True):
+        item = array(code).itemsize
+        if offset % 8 or size % item or offset + size > len(body):
+            return None
+        cols[column] = body[offset : offset + size].cast(code)  # type: ignore[call-overload]
+        starts[column] = offset
+    n = len(cols["flags"])
+    if len(cols["offsets"]) != n + 1 or any(len(cols[c]) != n for c, _ in _COLUMNS[3:11]):
+        return None
+    r = len(cols["r_row"])
+    if (
+        len(cols["r_user"]) != r
+        or len(cols["r_scope"]) != r
+        or len(cols["e_pos"]) != len(cols["e_exp"])
+    ):
+        return None
+    bad = [BadLine(name, line, reason) for line, reason in head.bad]
+    headerless = [name] if head.headerless else []
+    blocks = memoryview(head.blocks)
+    return Quick(head, -1, name, cols, starts, blocks, body, bad=bad, headerless=headerless)
+
+
+def _fold_tail(quick: Quick, fd: int, name: str) -> None:
+    """The records and bad lines of the complete lines after what `quick` folded, as
+    `located._fold` reads them (a record's `at` packs where its line is)."""
+    from memsync.local.reading import is_header  # (start-up: `forget` folds no line)
+    from memsync.local.storage import read_chunks_fd
+
+    for chunk in read_chunks_fd(fd, quick.head.size, quick.head.line):
+        lines = chunk.lines
+        if chunk.first_line == 1 and lines and not is_header(lines[0]):
+            quick.headerless = [name]  # (a file that was empty when it was written)
+        for n, (raw, at) in enumerate(zip(lines, chunk.starts(), strict=True), chunk.first_line):
+            p = classify(raw, source=name, line_no=n)
+            if type(p) is Invalid:
+                quick.bad.append(BadLine(name, n, p.reason))
+            if type(p) is not Record:
+                continue
+            packed = at << _LENGTH_BITS | len(raw)
+            rec = Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed, 0)
+            quick.by_id.setdefault(rec.id, []).append(rec)
+            if rec.supersedes is not None and not rec.deleted:
+                bit = SUPERSEDED_BY_USER if rec.user else SUPERSEDED_BY_INFERRED
+                quick.sup[rec.supersedes] = quick.sup.get(rec.supersedes, 0) | bit
