@@ -71,7 +71,7 @@ def entries(seed: int, n: int) -> list[bytes]:
 
 def fold_answers(path: Path) -> tuple[object, ...]:
     """The blocks, live lines and newest instants of a fold of the whole file."""
-    blocks = []
+    blocks: list[object] = []
     for now in LATER:
         with located_view([path], now) as view:
             for scope, budget in BUDGETS:
