@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
+import msgspec
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
@@ -269,8 +270,10 @@ def build_server(
         "user" (it is never carried over unasked)."""
         try:
             with lock:
-                old = live_cache(mem.path).index().current(id)
-                was = old.fields() if old is not None and not old.deleted else {}
+                with live_cache(mem.path).reading() as (index, line):
+                    old = index.current(id)
+                    raw = line(old) if old is not None and not old.deleted else b""
+                was: dict[str, Any] = msgspec.json.decode(raw) if raw else {}
                 # Carry the old entry's source, except the person's: rule 10 would ignore an
                 # inferred supersession of it, and `Memory.supersede` refuses it with the
                 # reason; claiming the person said the correction is the caller's call.

@@ -37,7 +37,14 @@ from memsync.local.storage import Chunk, errors_named, open_for_reading, read_ch
 if TYPE_CHECKING:
     from memsync.local.viewstore import ViewStore
 
-__all__ = ["LocatedView", "check_files", "fill_hashes", "located_index", "located_view"]
+__all__ = [
+    "LocatedView",
+    "check_files",
+    "fill_hashes",
+    "fold_forward",
+    "located_index",
+    "located_view",
+]
 
 _CHUNK_BYTES = 1024 * 1024
 """The first pass reads 1 MiB at a time: the chunk's lines are alive only while folded."""
@@ -193,6 +200,19 @@ def located_index(path: Path, store: ViewStore | None = None) -> LocatedView:
     Raises OSError naming the file when it cannot be read, and UnsupportedFormat (rule 2).
     """
     return _first_pass([path], None, store)
+
+
+def fold_forward(view: LocatedView, offset: int, line: int) -> tuple[int, int]:
+    """Fold the complete lines of the one file of `view` from byte `offset` (its line
+    number `line`) into `view.scan`, as the first pass folds them; return where they end
+    and the next line's number. What a long-lived reader calls as the file grows (rules 13
+    and 14: lines are only appended)."""
+    [path], [fd] = view.paths, view._fds
+    with errors_named(path), no_gc():
+        for chunk in read_chunks_fd(fd, offset, line, chunk_bytes=_CHUNK_BYTES):
+            _fold(view.scan, chunk, str(path), 0, None)
+            offset, line = chunk.end, chunk.first_line + len(chunk.lines)
+    return offset, line
 
 
 def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:

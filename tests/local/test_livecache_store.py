@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memsync.local.compaction import compact_file
 from memsync.local.livecache import LiveCache
+from memsync.local.reading import scan
 from memsync.local.statedir import StateDir
 from memsync.local.viewstore import ViewStore
 from tests.helpers.paths import ROOT
@@ -20,7 +23,7 @@ from tests.helpers.records import deciding_file, entry
 def _answers(cache: LiveCache) -> tuple[list[bytes], str, str]:
     """The live lines, and the prompt blocks a server renders, by a cache."""
     return (
-        [r.raw for r in cache.live()],
+        [r.raw for r in cache.records()],
         cache.prompt(None, 4000, markdown=True),
         cache.prompt("github.com", None),
     )
@@ -82,3 +85,26 @@ def test_a_stale_store_never_gives_a_wrong_answer(tmp_path: Path) -> None:
     blob[len(blob) // 2] ^= 0xFF
     target.write_bytes(bytes(blob))
     assert _answers(LiveCache(path, store)) == _answers(LiveCache(path))
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_a_running_cache_reads_its_lines_from_the_file_it_describes(
+    tmp_path: Path, stored: bool
+) -> None:
+    """The cache holds no line (issue 20): it reads them again from the file it holds
+    open. A compaction replacing the file (rule 15) and appends since: the same answers
+    as a fold of the whole file, and the same record as a fold's for each id."""
+    path = deciding_file(tmp_path / "me.jsonl", 600)
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0) if stored else None
+    cache = LiveCache(path, store)
+    assert _answers(cache) == _answers(LiveCache(path))
+    compact_file(path, horizon_days=0, quiet_seconds=0, grace_seconds=0)
+    assert _answers(cache) == _answers(LiveCache(path))
+    with open(path, "ab") as f:
+        f.write(entry("e00003", 9000, text="a later version") + b"\n")
+    assert _answers(cache) == _answers(LiveCache(path))
+    whole = scan([path]).index
+    with cache.reading() as (index, line):
+        for rid in ("e00003", "e00004", "e00010", "e00012"):
+            found, expected = index.current(rid), whole.current(rid)
+            assert (line(found) if found else None) == (expected.raw if expected else None)
