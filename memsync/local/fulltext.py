@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,33 +185,68 @@ def _recall_stored(
     path: Path, query: str, flt: _Filter, limit: int, at: int, state: StateDir
 ) -> list[RecallHit]:
     """`recall` through the persistent view: the same checks of each candidate against
-    the view (rules 8 to 11), the line of each read from the file."""
-    from memsync.local.located import located_index  # not on a server's path
+    the view (rules 8 to 11), the line of each read from the file. From its quick part
+    when it is valid (each candidate one lookup, `viewranks`), else from the store."""
+    from memsync.local.drain import recover_after_crash  # not on a server's path
+    from memsync.local.located import located_index
+    from memsync.local.storage import errors_named, open_for_reading
+    from memsync.local.viewranks import Damaged
+    from memsync.local.viewranks_open import store_quick
     from memsync.local.viewstore import ViewStore
 
-    with located_index(path, ViewStore(state)) as view:
+    store = ViewStore(state)
+    fts = _text_index(path.resolve(), state.recall_index(path))
+    recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
+    fd = open_for_reading(path)
+    try:
+        with errors_named(path):
+            quick = store_quick(store, path, fd)
+            if quick is not None:
+                fts.refresh()
+                try:
+                    return _hits(
+                        fts, query, flt, limit, lambda rid: quick.alive(rid, at), quick.line
+                    )
+                except Damaged:
+                    pass  # (a damaged block: the store answers)
+    finally:
+        os.close(fd)
+    with located_index(path, store) as view:
         index = view.scan.index
-        fts = _text_index(path.resolve(), state.recall_index(path))
         fts.refresh()
-        hits: list[RecallHit] = []
-        seen: set[str] = set()
-        for rid, ts, score, body in fts.candidates(query, batch=max(32, 4 * limit)):
-            if rid in seen:
-                continue  # a line repeated by a merge (rule 14), or the id's other row
-            found = index.alive(rid, at)
-            if found is None or found.ts != ts:
-                continue  # forgotten, superseded, expired or an older version
-            raw = view.line(found)
-            if body != body_of(raw):
-                continue  # a beaten twin (rule 9): the match must be in the current version
-            seen.add(rid)
-            rec = Record(raw, rid, ts, found.deleted, found.user, found.supersedes, found.expires)
-            hit = _hit(rec, score)
-            if flt.keeps({"kind": hit.kind, "confidence": hit.confidence, "scope": hit.scope}):
-                hits.append(hit)
-                if len(hits) >= limit:
-                    break
-        return hits
+        return _hits(fts, query, flt, limit, lambda rid: index.alive(rid, at), view.line)
+
+
+def _hits(
+    fts: TextIndex,
+    query: str,
+    flt: _Filter,
+    limit: int,
+    alive: Callable[[str], Record | None],
+    line: Callable[[Any], bytes],
+) -> list[RecallHit]:
+    """The first `limit` hits of the text index's candidates for `query` that `flt`
+    keeps and that match the current version of a live id (`alive(id)`, its line read
+    with `line`)."""
+    hits: list[RecallHit] = []
+    seen: set[str] = set()
+    for rid, ts, score, body in fts.candidates(query, batch=max(32, 4 * limit)):
+        if rid in seen:
+            continue  # a line repeated by a merge (rule 14), or the id's other row
+        found = alive(rid)
+        if found is None or found.ts != ts:
+            continue  # forgotten, superseded, expired or an older version
+        raw = line(found)
+        if body != body_of(raw):
+            continue  # a beaten twin (rule 9): the match must be in the current version
+        seen.add(rid)
+        rec = Record(raw, rid, ts, found.deleted, found.user, found.supersedes, found.expires)
+        hit = _hit(rec, score)
+        if flt.keeps({"kind": hit.kind, "confidence": hit.confidence, "scope": hit.scope}):
+            hits.append(hit)
+            if len(hits) >= limit:
+                break
+    return hits
 
 
 def warm(path: Path, state_dir: StateDir | None = None) -> None:

@@ -436,6 +436,7 @@ def test_recall_through_the_store_answers_as_through_the_cache(tmp_path: Path) -
 
     same()
     assert StateDir(state).view_store(path).exists()
+    assert StateDir(state).view_ranks(path).exists()  # what answers after the appends below
     mem = Memory.open(path)
     hits = recall(path, "retry", limit=5, state_dir=state, persistent=True)
     mem.forget(hits[0].id)
