@@ -1,8 +1,9 @@
 """kill -9 of a compaction at 100 random moments (SEMANTICS rule 16; DESIGN "crash safety").
 
-A child runs `python -m memsync compact FILE --quiet-seconds 0` on a file of a few thousand
-records with planted bad lines, and is killed with SIGKILL after a random delay drawn over
-the whole length of a run (measured first). After each kill the file is readable, holds no
+A child runs `memsync compact FILE --quiet-seconds 0` on a file of a few thousand records
+with planted bad lines, and is killed with SIGKILL after a random delay drawn over the whole
+length of a run (measured first), counted from the moment it starts compacting: the child
+imports what it runs first, then waits for the go (`tests.helpers.ready_then_run`). After each kill the file is readable, holds no
 bad lines but planted ones, has the view it had before, and every planted bad line is in
 the file or in its side file. Leftover temp files change nothing, and the next compaction
 removes them.
@@ -30,6 +31,8 @@ from memsync.local.fresh import header_line
 from memsync.local.reading import view_of
 
 T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository: `python -m tests.helpers.ready_then_run` runs from there."""
 NOW = T0 + 200 * 24 * 3600 * SECOND
 RECORDS = 4000
 KILLS = 100
@@ -88,10 +91,11 @@ def canonical_view(path: Path) -> tuple[list[bytes], list[bytes]]:
 
 
 def command(path: Path) -> list[str]:
+    """`memsync compact` of `path`, in a process that waits for the go (`started`)."""
     return [
         sys.executable,
         "-m",
-        "memsync",
+        "tests.helpers.ready_then_run",
         "compact",
         str(path),
         "--quiet-seconds",
@@ -99,6 +103,24 @@ def command(path: Path) -> list[str]:
         "--now",
         format_ts(NOW),
     ]
+
+
+def started(path: Path) -> subprocess.Popen[bytes]:
+    """The compaction of `path` in a child that has imported what it runs, just told to go:
+    what follows is the compaction's own work."""
+    child = subprocess.Popen(
+        command(path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    assert child.stdout.readline() == b"ready\n"
+    child.stdin.write(b"go\n")
+    child.stdin.flush()
+    return child
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -119,9 +141,10 @@ def test_kill_9_at_random_moments_loses_nothing(tmp_path: Path, shard: int) -> N
 
     durations = []
     for _ in range(2):
-        started = time.monotonic()
-        subprocess.run(command(path), check=True, capture_output=True)
-        durations.append(time.monotonic() - started)
+        with started(path) as child:
+            began = time.monotonic()
+            assert child.wait() == 0
+            durations.append(time.monotonic() - began)
         assert canonical_view(path) == (expected, [])
         restore(path, original)
         rejected_path(path).unlink()
@@ -134,9 +157,7 @@ def test_kill_9_at_random_moments_loses_nothing(tmp_path: Path, shard: int) -> N
     outcomes: Counter[str] = Counter()
     for _ in range(KILLS // SHARDS):
         restore(path, original)
-        with subprocess.Popen(
-            command(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        ) as child:
+        with started(path) as child:
             time.sleep(rng.uniform(0, run_time * 2))
             os.kill(child.pid, signal.SIGKILL)
             child.wait()
