@@ -722,22 +722,6 @@ def test_compaction_postponements_outlive_a_restart_and_a_reload(cluster: Cluste
 _AGENT = """
 import json, os, sys, time
 from memsync import Memory
-from tests.helpers.daemons import (
-    ENV_DROPPED,
-    MEMORY,
-    Cluster,
-    Node,
-    Remote,
-    cli_add,
-    cli_show_ids,
-    duplicates,
-    header_of,
-    memsync,
-    record_lines,
-    start_all,
-    view_ids,
-    wait_for,
-)
 path, stop, tag = sys.argv[1], sys.argv[2], sys.argv[3]
 mem = Memory(path)
 i = 0
