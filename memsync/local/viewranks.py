@@ -54,7 +54,7 @@ from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
 
 __all__ = ["FORMAT", "LONG_LINE", "MIN_BUDGET", "Damaged", "Quick"]
 
-FORMAT = f"memsync-ranks/1 {__version__} {sys.byteorder}"
+FORMAT = f"memsync-ranks/2 {__version__} {sys.byteorder}"
 """The format, memsync's version, and the byte order of the columns: any other is ignored."""
 
 MIN_BUDGET = 1024
@@ -74,8 +74,10 @@ _LENGTH_BITS, _OFFSET_BITS = 17, 40
 _TOMB, _USER, _INFERRED, _USER_NO_EXP, _INFERRED_NO_EXP = 1, 2, 4, 8, 16
 _SUP_USER, _SUP_INFERRED = 32, 64
 
-# The columns, in the file's order: per id (sorted by id), then the order of the live
-# entries (`r_`), those that expire (`e_`), those with a long line (`l_`).
+# The columns, in the file's order: per id (sorted by id; `live`: which version is live at
+# `floor`, 0 none, 1 the user one, 2 the inferred one; `scope`: its scope's number), then
+# the rows of the live entries in drop order (`r_`), of those that expire, by instant
+# (`e_`), and of those with a line over `LONG_LINE`, longest first (`l_`).
 _COLUMNS = (
     ("offsets", "Q"),
     ("blob", "B"),
@@ -88,12 +90,12 @@ _COLUMNS = (
     ("inf_ts", "q"),
     ("inf_at", "Q"),
     ("inf_exp", "q"),
+    ("live", "B"),
+    ("scope", "I"),
     ("r_row", "I"),
-    ("r_user", "B"),
-    ("r_scope", "I"),
     ("e_exp", "q"),
-    ("e_pos", "I"),
-    ("l_pos", "I"),
+    ("e_row", "I"),
+    ("l_row", "I"),
 )
 
 
@@ -133,21 +135,6 @@ _decode_fields = msgspec.json.Decoder(_Fields).decode
 
 class Damaged(Exception):
     """A block of the columns is not what was written."""
-
-
-def _live(flags: int, tomb: int, u_ts: int, u_exp: int, i_ts: int, i_exp: int, now: int) -> int:
-    """Which version of an id is live at `now` (rules 8 to 11, as `core.view.Index.alive`):
-    0 none, 1 the user one, 2 the inferred one."""
-    has_tomb = flags & _TOMB
-    if flags & _USER and (not has_tomb or u_ts > tomb):
-        if flags & _SUP_USER:
-            return 0
-        return 1 if flags & _USER_NO_EXP or u_exp > now else 0
-    if flags & _INFERRED and (not has_tomb or i_ts > tomb):
-        if flags & (_SUP_USER | _SUP_INFERRED):
-            return 0
-        return 2 if flags & _INFERRED_NO_EXP or i_exp > now else 0
-    return 0
 
 
 @dataclass
@@ -265,10 +252,10 @@ class Quick:
         f = _decode_fields(raw)
         return PromptEntry(rid, f.kind, f.text, f.scope, user, f.confidence, ts), len(raw)
 
-    def _ranked(self, pos: int) -> tuple[int, bool, int | None, int, int]:
-        """Row, class, expiry, instant and line of the entry at `pos` of the order."""
+    def _ranked(self, row: int) -> tuple[int, bool, int | None, int, int]:
+        """Row, class, expiry, instant and line of the entry live at `floor` of `row`."""
         g = self._get
-        row, user = g("r_row", pos), bool(g("r_user", pos))
+        user = g("live", row) == 1
         f = g("flags", row)
         if user:
             exp = None if f & _USER_NO_EXP else g("user_exp", row)
@@ -303,8 +290,8 @@ class Quick:
         for k in range(len(self._cols["e_exp"])):  # expired since `floor`
             if self._get("e_exp", k) > now:
                 break
-            pos = self._get("e_pos", k)
-            if self._get("r_row", pos) not in skip and self._get("r_scope", pos) in wanted:
+            row = self._get("e_row", k)
+            if row not in skip and self._get("scope", row) in wanted:
                 matching -= 1
         limit = kept_at_most(max_chars)
         fitting: list[PromptEntry] = []
@@ -322,11 +309,11 @@ class Quick:
             else:
                 fitting.append(entry)
         top = self._top(skip, wanted, now, limit, max_chars, markdown)
-        for pos in self._long(max_chars):
-            row, user, exp, ts, at = self._ranked(pos)
+        for long_row in self._long(max_chars):
+            row, user, exp, ts, at = self._ranked(long_row)
             if row in skip or (exp is not None and exp <= now):
                 continue
-            if self._get("r_scope", pos) not in wanted:
+            if self._get("scope", row) not in wanted:
                 continue
             entry, _ = self._entry(self._id(row).decode("utf-8", "surrogatepass"), user, ts, at)
             if too_long_for(entry, max_chars, markdown=markdown):
@@ -350,10 +337,10 @@ class Quick:
         for pos in range(len(self._cols["r_row"])):
             if len(top) >= limit:
                 break
-            row, user, exp, ts, at = self._ranked(pos)
+            row, user, exp, ts, at = self._ranked(self._get("r_row", pos))
             if row in skip or (exp is not None and exp <= now):
                 continue
-            if self._get("r_scope", pos) not in wanted:
+            if self._get("scope", row) not in wanted:
                 continue
             rid = self._id(row).decode("utf-8", "surrogatepass")
             entry, length = self._entry(rid, user, ts, at)
@@ -365,12 +352,12 @@ class Quick:
     def _long(self, max_chars: int) -> Iterable[int]:
         """The positions of the entries whose line may be too long for a block of
         `max_chars` (longest first)."""
-        for k in range(len(self._cols["l_pos"])):
-            pos = self._get("l_pos", k)
-            at = self._ranked(pos)[4]
+        for k in range(len(self._cols["l_row"])):
+            row = self._get("l_row", k)
+            at = self._ranked(row)[4]
             if 2 * (at & _LENGTH_MASK) + 256 <= max_chars:
                 return
-            yield pos
+            yield row
 
 
 def _drop_key(e: PromptEntry) -> tuple[float, bool, int, str]:

@@ -175,14 +175,10 @@ def _parse(mm: mmap.mmap, name: str) -> Quick | None:
         cols[column] = body[offset : offset + size].cast(code)  # type: ignore[call-overload]
         starts[column] = offset
     n = len(cols["flags"])
-    if len(cols["offsets"]) != n + 1 or any(len(cols[c]) != n for c, _ in _COLUMNS[3:11]):
+    per_id = [c for c, _ in _COLUMNS[2:] if not c.startswith(("r_", "e_", "l_"))]
+    if len(cols["offsets"]) != n + 1 or any(len(cols[c]) != n for c in per_id):
         return None
-    r = len(cols["r_row"])
-    if (
-        len(cols["r_user"]) != r
-        or len(cols["r_scope"]) != r
-        or len(cols["e_pos"]) != len(cols["e_exp"])
-    ):
+    if len(cols["e_row"]) != len(cols["e_exp"]):
         return None
     bad = [BadLine(name, line, reason) for line, reason in head.bad]
     headerless = [name] if head.headerless else []

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import struct
 from array import array
+from itertools import accumulate, repeat
+from operator import add
 from typing import Any, Protocol
 
 import xxhash
@@ -28,7 +30,6 @@ from memsync.local.viewranks import (
     LONG_LINE,
     _encode,
     _Head,
-    _live,
 )
 from memsync.local.viewranks_open import head_size
 
@@ -82,10 +83,37 @@ class _Stored(Protocol):
 __all__ = ["build", "head_size", "pack", "parts"]
 
 
-def _rank_bits(confidence: float) -> int:
-    """A confidence as an unsigned integer in the same order (-0.0 as 0.0)."""
-    bits: int = struct.unpack("<Q", struct.pack("<d", confidence + 0.0))[0]
+def _conf_bits(confidences: list[float]) -> list[int]:
+    """Each confidence as an unsigned integer in the same order (-0.0 as 0.0): the bits
+    of a double that is not negative (rule 3: a confidence is in [0, 1])."""
+    doubles = array("d", map(add, confidences, repeat(0.0)))
+    if doubles and min(doubles) < 0:  # (never, by rule 3: ordered all the same)
+        return [_signed_bits(c) for c in doubles]
+    return array("Q", doubles.tobytes()).tolist()
+
+
+def _signed_bits(confidence: float) -> int:
+    bits: int = struct.unpack("<Q", struct.pack("<d", confidence))[0]
     return bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | 1 << 63
+
+
+def _versions(
+    slot: _Slot, row_of: dict[str, int], flags: bytearray, flag: int, no_exp: int, n: int
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """A table of versions spread over the rows of its ids: their rows (in the table's
+    order), instants, where their lines are, and expiries (`flags` marked). Lists while
+    they are filled (an `array` boxes each element it is given)."""
+    rows = list(map(row_of.__getitem__, slot.ids))
+    ts, at, exp = [0] * n, [0] * n, [0] * n
+    for r, t, a, e in zip(rows, slot.ts, slot.at, slot.expires, strict=True):
+        ts[r] = t
+        at[r] = a
+        if e is None:
+            flags[r] |= flag | no_exp
+        else:
+            flags[r] |= flag
+            exp[r] = e
+    return rows, ts, at, exp
 
 
 def build(
@@ -94,125 +122,126 @@ def build(
     inferred: _Slot,
     superseded: dict[str, int],
     floor: int,
-) -> tuple[list[str], list[int], list[bytes]]:
-    """The columns (`_COLUMNS`, as bytes) of the store's tables, and the scopes of the live
-    entries with how many each has: the entries live at `floor` in drop order."""
-    tpos = dict(zip(tombs.ids, range(len(tombs.ids)), strict=True))
-    upos = dict(zip(user.ids, range(len(user.ids)), strict=True))
-    ipos = dict(zip(inferred.ids, range(len(inferred.ids)), strict=True))
-    ids = sorted(tpos.keys() | upos.keys() | ipos.keys() | superseded.keys())
-    encoded = [rid.encode("utf-8", "surrogatepass") for rid in ids]
-    offsets = array("Q", [0])
-    total = 0
-    for e in encoded:
-        total += len(e)
-        offsets.append(total)
-    cols: dict[str, array[Any]] = {name: array(code) for name, code in _COLUMNS}
-    flags, r_row, r_user, r_scope = cols["flags"], cols["r_row"], cols["r_user"], cols["r_scope"]
-    t_ts, t_at = cols["tomb_ts"], cols["tomb_at"]
-    u_ts, u_at, u_exp = cols["user_ts"], cols["user_at"], cols["user_exp"]
-    i_ts, i_at, i_exp = cols["inf_ts"], cols["inf_at"], cols["inf_exp"]
+) -> tuple[list[str], list[int], list[array[int] | bytes]]:
+    """The columns (`_COLUMNS`) of the store's tables, and the scopes of the entries live
+    at `floor` with how many each has. Column by column, one loop per table."""
+    ids = sorted(set(tombs.ids).union(user.ids, inferred.ids, superseded))
+    n = len(ids)
+    row_of = dict(zip(ids, range(n), strict=True))
+    try:  # ids are ASCII (genmem's, uuid's, the CLI's): one encode, lengths from the text
+        blob = "".join(ids).encode("ascii")
+        offsets = array("Q", accumulate(map(len, ids), initial=0))
+    except UnicodeEncodeError:
+        encoded = [rid.encode("utf-8", "surrogatepass") for rid in ids]
+        blob, offsets = b"".join(encoded), array("Q", accumulate(map(len, encoded), initial=0))
+    del ids
+    flags = bytearray(n)
+    t_ts, t_at = [0] * n, [0] * n
+    for r, t, a in zip(map(row_of.__getitem__, tombs.ids), tombs.ts, tombs.at, strict=True):
+        flags[r] |= _TOMB
+        t_ts[r] = t
+        t_at[r] = a
+    u_rows, u_ts, u_at, u_exp = _versions(user, row_of, flags, _USER, _USER_NO_EXP, n)
+    i_rows, i_ts, i_at, i_exp = _versions(inferred, row_of, flags, _INFERRED, _INFERRED_NO_EXP, n)
+    for rid, sup in superseded.items():
+        r = row_of[rid]
+        flags[r] |= (_SUP_USER if sup & SUPERSEDED_BY_USER else 0) | (
+            _SUP_INFERRED if sup & SUPERSEDED_BY_INFERRED else 0
+        )
+    del row_of
+    live, scope = bytearray(n), [0] * n
     scope_no: dict[str, int] = {}
     keys: list[int] = []
-    scope_of: dict[int, int] = {}
-    for row, rid in enumerate(ids):
-        f = 0
-        bits = superseded.get(rid, 0)
-        if bits & SUPERSEDED_BY_USER:
-            f |= _SUP_USER
-        if bits & SUPERSEDED_BY_INFERRED:
-            f |= _SUP_INFERRED
-        k = tpos.get(rid)
-        tts = 0
-        if k is not None:
-            f |= _TOMB
-            tts = tombs.ts[k]
-            t_ts.append(tts)
-            t_at.append(tombs.at[k])
-        else:
-            t_ts.append(0)
-            t_at.append(0)
-        uts = uexp = its = iexp = 0
-        ku = upos.get(rid)
-        if ku is not None:
-            f |= _USER
-            uts, ue = user.ts[ku], user.expires[ku]
-            f |= _USER_NO_EXP if ue is None else 0
-            uexp = 0 if ue is None else ue
-            u_at.append(user.at[ku])
-        else:
-            u_at.append(0)
-        ki = ipos.get(rid)
-        if ki is not None:
-            f |= _INFERRED
-            its, ie = inferred.ts[ki], inferred.expires[ki]
-            f |= _INFERRED_NO_EXP if ie is None else 0
-            iexp = 0 if ie is None else ie
-            i_at.append(inferred.at[ki])
-        else:
-            i_at.append(0)
-        flags.append(f)
-        u_ts.append(uts)
-        u_exp.append(uexp)
-        i_ts.append(its)
-        i_exp.append(iexp)
-        which = _live(f, tts, uts, uexp, its, iexp, floor)
-        if which:
-            slot, k = (user, ku) if which == 1 else (inferred, ki)
-            assert k is not None
-            conf = _rank_bits(slot.confidence[k])
-            scope_of[row] = scope_no.setdefault(slot.scope[k], len(scope_no))
-            # drop_rank as one integer: confidence, user, instant, then the id (its row:
-            # the rows are in the order of the ids).
-            keys.append((((conf << 1 | (which == 1)) << 64 | slot.ts[k] + (1 << 63)) << 32) | row)
-    keys.sort(reverse=True)
-    order = [k & 0xFFFFFFFF for k in keys]
-    r_row.extend(order)
-    r_scope.extend(map(scope_of.__getitem__, order))
-    r_user.extend(k >> 96 & 1 for k in keys)
-    counts = [0] * len(scope_no)
-    for s in cols["r_scope"]:
-        counts[s] += 1
     expiring: list[tuple[int, int]] = []
     long: list[tuple[int, int]] = []
-    for pos, (row, is_user) in enumerate(zip(order, cols["r_user"], strict=True)):
-        exp_none = flags[row] & (_USER_NO_EXP if is_user else _INFERRED_NO_EXP)
-        if not exp_none:
-            expiring.append(((u_exp if is_user else i_exp)[row], pos))
-        length = (u_at if is_user else i_at)[row] & _LENGTH_MASK
-        if length > LONG_LINE:
-            long.append((-length, pos))
+    # The entries live at `floor`, as `Index.alive` says (rules 8 to 11): a user version
+    # that is current, neither superseded nor expired; an inferred one when no user one is
+    # current. Each key is drop_rank as one integer: confidence, class, instant, id (the
+    # rows are in the order of the ids).
+    for user_class, slot, rows, no_exp in (
+        (1, user, u_rows, _USER_NO_EXP),
+        (0, inferred, i_rows, _INFERRED_NO_EXP),
+    ):
+        bits = _conf_bits(slot.confidence)
+        table = (rows, slot.ts, slot.expires, slot.at, slot.scope, bits)
+        for r, ts, exp, at, name, conf in zip(*table, strict=True):
+            f = flags[r]
+            tomb = f & _TOMB
+            if tomb and ts <= t_ts[r]:
+                continue
+            if user_class:
+                if f & _SUP_USER:
+                    continue
+            elif f & (_SUP_USER | _SUP_INFERRED) or (f & _USER and (not tomb or u_ts[r] > t_ts[r])):
+                continue  # superseded, or the user version is current (rule 9)
+            if not f & no_exp:
+                if exp <= floor:
+                    continue
+                expiring.append((exp, r))
+            live[r] = 2 - user_class
+            scope[r] = scope_no.setdefault(name, len(scope_no))
+            keys.append(((conf << 1 | user_class) << 64 | ts + _TS_OFFSET) << 32 | r)
+            if (length := at & _LENGTH_MASK) > LONG_LINE:
+                long.append((-length, r))
+    keys.sort(reverse=True)
+    r_row = array("I", [k & 0xFFFFFFFF for k in keys])
+    del keys
+    counts = [0] * len(scope_no)
+    for r in r_row:
+        counts[scope[r]] += 1
     expiring.sort()
     long.sort()
-    cols["e_exp"].extend(e for e, _ in expiring)
-    cols["e_pos"].extend(p for _, p in expiring)
-    cols["l_pos"].extend(p for _, p in long)
-    cols["offsets"] = offsets
-    blob = b"".join(encoded)
-    sections = [blob if name == "blob" else cols[name].tobytes() for name, _ in _COLUMNS]
-    return list(scope_no), counts, sections
+    columns: dict[str, array[int] | bytes] = {
+        "offsets": offsets,
+        "blob": blob,
+        "flags": bytes(flags),
+        "tomb_ts": array("q", t_ts),
+        "tomb_at": array("Q", t_at),
+        "user_ts": array("q", u_ts),
+        "user_at": array("Q", u_at),
+        "user_exp": array("q", u_exp),
+        "inf_ts": array("q", i_ts),
+        "inf_at": array("Q", i_at),
+        "inf_exp": array("q", i_exp),
+        "live": bytes(live),
+        "scope": array("I", scope),
+        "r_row": r_row,
+        "e_exp": array("q", [e for e, _ in expiring]),
+        "e_row": array("I", [r for _, r in expiring]),
+        "l_row": array("I", [r for _, r in long]),
+    }
+    return list(scope_no), counts, [columns[name] for name, _ in _COLUMNS]
+
+
+_TS_OFFSET = 1 << 63
+"""Added to an instant (signed, microseconds) to sort it as an unsigned one."""
 
 
 def pack(
-    head: dict[str, Any], scopes: list[str], counts: list[int], sections: list[bytes]
+    head: dict[str, Any], scopes: list[str], counts: list[int], sections: list[array[int] | bytes]
 ) -> list[bytes]:
     """The file's parts: its header (with `head`'s identity of the memory file) and
     columns, each column 8-byte aligned and each 64 KiB block of them checksummed."""
-    body = bytearray()
+    pieces: list[array[int] | bytes] = []
     where: list[tuple[int, int]] = []
+    size = 0
     for data in sections:
-        where.append((len(body), len(data)))
-        body += data
-        body += b"\0" * (-len(body) % 8)
+        length = len(memoryview(data).cast("B"))
+        where.append((size, length))
+        pieces += [data, b"\0" * (-length % 8)]
+        size += length + -length % 8
+    body = b"".join(pieces)  # (one copy of the columns, not two)
+    del pieces, sections
+    view = memoryview(body)
     blocks = b"".join(
-        xxhash.xxh3_64_digest(body[i : i + _BLOCK]) for i in range(0, len(body), _BLOCK)
+        xxhash.xxh3_64_digest(view[i : i + _BLOCK]) for i in range(0, len(body), _BLOCK)
     )
     encoded = _encode(_Head(**head, scopes=scopes, counts=counts, sections=where, blocks=blocks))
     named = os.fsencode(head["path"])[: _PATH_BYTES - 1].ljust(_PATH_BYTES, b"\0")
-    length = len(encoded).to_bytes(4, "little")
-    check = xxhash.xxh3_128_digest(named + length + encoded)
+    head_length = len(encoded).to_bytes(4, "little")
+    check = xxhash.xxh3_128_digest(named + head_length + encoded)
     start = len(_MAGIC) + _PATH_BYTES + 16 + 4 + len(encoded)
-    return [_MAGIC, named, check, length, encoded, b"\0" * (-start % 8), bytes(body)]
+    return [_MAGIC, named, check, head_length, encoded, b"\0" * (-start % 8), body]
 
 
 def parts(stored: _Stored, superseded: dict[str, int], floor: int) -> list[bytes]:
