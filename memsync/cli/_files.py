@@ -26,7 +26,6 @@ from memsync.core.render import json_text, token, visible
 from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
 from memsync.errors import UsageError
-from memsync.local.located import LocatedView, check_files, located_view
 from memsync.local.reading import no_gc, prompt_of, prompt_of_described
 from memsync.local.targets import require_memory_target, same_file
 
@@ -34,6 +33,7 @@ from memsync.local.targets import require_memory_target, same_file
 # imported inside the commands that do: the merge's SQLite index, the config (pydantic),
 # the hub (issue 14: start-up time).
 if TYPE_CHECKING:
+    from memsync.local.located import LocatedView
     from memsync.local.merge import MergeResult
     from memsync.local.viewstore import ViewStore
 
@@ -61,6 +61,8 @@ def _show(args: argparse.Namespace) -> int:
     # The persistent view (issue 20) for everything but the whole file as JSON, which
     # reads every line: the export that owes nothing to the state directory.
     store = None if args.json and keep is None and not args.digest else _view_store()
+    from memsync.local.located import located_view  # (start-up: `prompt` may not need it)
+
     with located_view(existing(args.files), args.now, store, hashes=args.digest) as view:
         if keep is not None and view.resumed:
             # The persistent view knows each entry's kind and scope: only the lines of
@@ -172,6 +174,8 @@ def _prompt(args: argparse.Namespace) -> int:
             sys.stdout.write(quick[0])
             report_bad(quick[1], quick[2])
             return EXIT_OK
+    from memsync.local.located import located_view
+
     with located_view(files, args.now, store) as view:
         if args.max_chars is None or not view.resumed:
             text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
@@ -190,6 +194,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from memsync.local.located import check_files
+
     report = check_files(existing(args.files), args.now)
     if args.json:
         print(json_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False)))

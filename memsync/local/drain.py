@@ -21,6 +21,7 @@ from memsync.core.compaction_limits import (
 )
 from memsync.core.timestamps import format_ts
 from memsync.errors import NotQuiet
+from memsync.local.asides import asides_of
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import held, lock_path
 from memsync.local.storage import CHUNK_BYTES, append_bytes, full_fsync
@@ -234,11 +235,7 @@ def recover_after_crash(path: Path) -> None:
     without waiting: a busy file is left for the next command. A compaction still alive
     (its pid in the link's name) is left to finish its own drain.
     """
-    prefix = f".{path.name}.old-"
-    try:
-        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
-    except OSError:
-        return
+    names = asides_of(path)
     if not names:
         return
     for name in names:

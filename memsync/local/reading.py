@@ -26,7 +26,6 @@ from memsync.core.records import Described, Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
 from memsync.errors import UnsupportedFormat
-from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
 from memsync.local.storage import read_chunks
 
@@ -92,6 +91,8 @@ def scan(
     the file names used in reports (default: the paths as given).
     Raises OSError for a file that cannot be read and UnsupportedFormat (rule 2).
     """
+    from memsync.local.drain import recover_after_crash  # (start-up: `prompt` needs no lock)
+
     result = ScanResult()
     with no_gc():
         for i, path in enumerate(paths):

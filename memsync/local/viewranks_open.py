@@ -15,6 +15,7 @@ import xxhash
 from memsync.core.lines import BadLine, Invalid, classify
 from memsync.core.records import Located, Record
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER
+from memsync.local.asides import asides_of
 from memsync.local.foldcheck import digest, matches_identity
 from memsync.local.statedir import StateDir
 from memsync.local.viewranks import (
@@ -70,12 +71,14 @@ def stored_prompt(
     quick part cannot answer (`Quick.prompt`; invalid, damaged, or more than
     `store.save_after` bytes behind: the fold then writes it again). Raises OSError naming
     the file, and UnsupportedFormat (rule 2)."""
-    from memsync.local.drain import recover_after_crash  # (start-up)
     from memsync.local.storage import errors_named, open_for_reading
 
     if max_chars < MIN_BUDGET:
         return None
-    recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
+    if asides_of(path):  # lines a killed compaction left aside (rule 16)
+        from memsync.local.drain import recover_after_crash  # (start-up: nearly never)
+
+        recover_after_crash(path)
     fd = open_for_reading(path)
     try:
         with errors_named(path):
