@@ -191,7 +191,7 @@ def _recall_stored(
     from memsync.local.located import located_index
     from memsync.local.storage import errors_named, open_for_reading
     from memsync.local.viewranks import Damaged
-    from memsync.local.viewranks_open import store_quick
+    from memsync.local.viewranks_open import discard, store_quick
     from memsync.local.viewstore import ViewStore
 
     store = ViewStore(state)
@@ -208,7 +208,7 @@ def _recall_stored(
                         fts, query, flt, limit, lambda rid: quick.alive(rid, at), quick.line
                     )
                 except Damaged:
-                    pass  # (a damaged block: the store answers)
+                    discard(state.view_ranks(path))  # (the store answers, and writes one)
     finally:
         os.close(fd)
     with located_index(path, store) as view:

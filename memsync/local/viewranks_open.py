@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from array import array
@@ -31,7 +32,15 @@ from memsync.local.viewranks import (
     _decode_head,
 )
 
-__all__ = ["Stores", "head_size", "newest_stored", "open_quick", "store_quick", "stored_prompt"]
+__all__ = [
+    "Stores",
+    "discard",
+    "head_size",
+    "newest_stored",
+    "open_quick",
+    "store_quick",
+    "stored_prompt",
+]
 
 
 class Stores(Protocol):
@@ -88,6 +97,7 @@ def stored_prompt(
             try:
                 text = quick.prompt(scope, max_chars, now, markdown=markdown)
             except Damaged:
+                discard(store.state.view_ranks(path))
                 return None
         return None if text is None else (text, quick.bad, quick.headerless)
     finally:
@@ -112,7 +122,15 @@ def newest_stored(target: Path, path: Path, fd: int, rid: str) -> tuple[int | No
     try:
         return quick.newest_stored(rid), quick.head.size
     except Damaged:
+        discard(target)
         return None
+
+
+def discard(target: Path) -> None:
+    """Remove a damaged quick part (`Damaged`): else its whole header would keep it
+    until the store is next written (`ViewStore.save` writes one that is missing)."""
+    with contextlib.suppress(OSError):
+        os.unlink(target)
 
 
 def open_quick(

@@ -27,7 +27,7 @@ from memsync.local.reading import prompt_of
 from memsync.local.statedir import StateDir
 from memsync.local.storage import open_for_reading, read_chunks
 from memsync.local.viewranks import Damaged
-from memsync.local.viewranks_open import open_quick
+from memsync.local.viewranks_open import open_quick, stored_prompt
 from memsync.local.viewstore import ViewStore
 from tests.helpers.examples import examples
 from tests.helpers.strategies import HEADER, NOW, T0, line_soups
@@ -201,3 +201,24 @@ RanksMachine.TestCase.settings = settings(
     max_examples=examples(0.3), stateful_step_count=15, deadline=None
 )
 test_the_quick_part_answers_as_a_fresh_fold = pytest.mark.slow(RanksMachine.TestCase)
+
+
+def test_a_damaged_quick_part_is_removed_and_written_again(tmp_path: Path) -> None:
+    """A quick part whose columns are damaged gives no answer (the fold answers), is
+    removed, and the next fold writes it again, though the store itself is not behind."""
+    path = tmp_path / "me.jsonl"
+    path.write_bytes(HEADER + b"\n" + b"".join(line + b"\n" for line in entries(7, 300)))
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
+    located_view([path], NOW, store).close()
+    target = store.state.view_ranks(path)
+    with located_view([path], NOW) as view:
+        expected = prompt_of(view.records, None, 1500, view.lines())
+    assert stored_prompt(store, path, None, 1500, NOW) == (expected, [], [])
+    data = bytearray(target.read_bytes())
+    data[-1] ^= 0x40  # the last column's last block
+    data[-9] ^= 0x40
+    target.write_bytes(bytes(data))
+    assert stored_prompt(store, path, None, 1500, NOW) is None
+    assert not target.exists()
+    located_view([path], NOW, store).close()
+    assert stored_prompt(store, path, None, 1500, NOW) == (expected, [], [])
