@@ -15,8 +15,10 @@ from typing import cast
 
 from memsync.core.lines import classify
 from memsync.core.records import Located, Record
+from memsync.local.fresh import now_us
 from memsync.local.located import located_view
 from memsync.local.reading import MemoryView, prompt_of, prompt_of_described
+from memsync.local.viewranks_open import stored_prompt as quick_prompt
 from memsync.local.viewstore import ViewStore
 
 __all__ = ["stored_prompt", "stored_view"]
@@ -56,7 +58,13 @@ def stored_prompt(
 ) -> str:
     """The memory block of `path` for a task in `scope` at `now` (default: the local
     clock), the one `memsync.local.reading.prompt_of` renders from a full fold; with
-    `max_chars` and a valid store, only the lines the block holds are read."""
+    `max_chars` and a valid store, only the lines the block holds are read, from the top
+    of its quick part's drop order when it can (`viewranks_open.stored_prompt`)."""
+    if max_chars is not None:
+        at = now_us() if now is None else now
+        quick = quick_prompt(store, path, scope, max_chars, at, markdown=markdown)
+        if quick is not None:
+            return quick[0]
     with located_view([path], now, store) as view:
         if max_chars is None or not view.resumed:
             return prompt_of(view.records, scope, max_chars, view.lines(), markdown=markdown)
