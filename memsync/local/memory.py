@@ -25,10 +25,9 @@ from memsync.core.compaction_limits import (
 )
 from memsync.core.lines import MAX_ID_CHARS, Invalid, classify, split_complete, valid_id
 from memsync.core.records import Record
-from memsync.core.secrets import find_secrets
 from memsync.core.timestamps import format_ts, from_datetime
 from memsync.errors import InvalidRecord, SecretRefused, UnknownId, UsageError, shown
-from memsync.local.drain import recover_after_crash
+from memsync.local.asides import asides_of
 from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
@@ -126,7 +125,7 @@ class Memory:
                     finally:
                         os.close(fd)
         warn_if_network_fs(mem.path)
-        recover_after_crash(mem.path)  # lines a killed compaction left aside (rule 16)
+        _recover(mem.path)  # lines a killed compaction left aside (rule 16)
         return mem
 
     # Reading
@@ -257,6 +256,8 @@ class Memory:
                 "hub key reads every encrypted hub (rotate it with `memsync key rotate` if "
                 "it was pasted anywhere)"
             )
+        from memsync.core.secrets import find_secrets  # (start-up: `forget` has no text)
+
         found = find_secrets(blob)
         if found:
             raise SecretRefused(
@@ -377,7 +378,7 @@ class Memory:
         since is read again)."""
         # Before the lock (it takes it): a long-lived `Memory` (a server's) recovers what a
         # compaction killed since it opened left aside, before appending (rule 16).
-        recover_after_crash(self.path)
+        _recover(self.path)
         with file_lock(self.path, self.lock_timeout):
             at = now_us() if now is None else now
             obj["created_at"] = format_ts(self._stamp(None if fresh_id else obj["id"], at, seen))
@@ -444,6 +445,15 @@ class Memory:
                     if type(rec) is Record and rec.id == rid:
                         index.add(rec)
         return index.current(rid)
+
+
+def _recover(path: Path) -> None:
+    """`drain.recover_after_crash`, imported only when something was left aside
+    (`asides_of`: nearly never; the drain's machinery is start-up time for `add`)."""
+    if asides_of(path):
+        from memsync.local.drain import recover_after_crash
+
+        recover_after_crash(path)
 
 
 def _stored_newest(path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
