@@ -10,8 +10,8 @@ each partition's index, given those, yields that partition's view and its share 
 `select_handoff`'s lines. The chosen lines go to a temporary file, then into the
 destination like a merge, a partition at a time.
 
-With the source's persistent view (issue 20, `ViewStore`), the selection is made from it
-instead, whatever the source's size: the live current versions' kind, scope, confidence
+With the source's persistent view (issue 20, `ViewStore`), a source under the partition
+size is selected from it instead: the live current versions' kind, scope, confidence
 and instant are in the store, and so are where each superseding entry lies and the lines
 that decide each id; only the lines handed over are read (`_stored_chosen`), and the same
 ones as the whole-file fold chooses, in the same order.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
@@ -80,9 +80,11 @@ def handoff(
     the chosen lines go through the merge driver (`merge_batches`), DEST streamed.
 
     With `store`, SRC's lines are chosen from its persistent view (issue 20), which this
-    brings up to date: the same lines as without, reading only those."""
+    brings up to date: the same lines as without, reading only those. A source larger
+    than `PARTITION_BYTES` is handed off in partitions all the same: its memory stays
+    bounded (issue 14), which a view of every id of it, even from its store, is not."""
     at = now_us() if now is None else now
-    if store is None and file_size(src) > PARTITION_BYTES:
+    if file_size(src) > PARTITION_BYTES:
         return _handoff_partitioned(src, dest, selection, at, dry_run, lock_timeout, progress)
     dest_ids = _ids_of(dest)
     if store is not None:
@@ -111,7 +113,11 @@ def handoff(
 
 
 def _stored_chosen(
-    src: Path, dest_ids: set[str], selection: HandoffFilter, now: int, store: ViewStore
+    src: Path,
+    dest_ids: set[str],
+    selection: HandoffFilter,
+    now: int,
+    store: ViewStore,
 ) -> list[bytes]:
     """`select_handoff`'s lines for `src`, chosen through its persistent view: the live
     versions the store describes are selected by their columns (those folded since it was
@@ -120,11 +126,9 @@ def _stored_chosen(
     10: each travels, `ScanResult.superseding`, in the file's order as a scan meets them),
     and the latest tombstone and best versions of the ids it looks up."""
     with located_view([src], now, store) as view:
-        live = [
-            rec
-            for rec in _whole(view, [r for r in view.records if _may_match(r, selection)])
-            if selection.matches(rec)  # (for those folded since the store, read here)
-        ]
+        keep = _described_filter(selection)
+        # (`select_handoff` filters those folded since the store by their lines)
+        live = _whole(view, [r for r in view.records if keep(r)])
         found = view.scan.superseding or []
         superseding = [
             rec
@@ -151,18 +155,27 @@ def _stored_chosen(
     return select_handoff(index, live, dest_ids, superseding, selection)
 
 
-def _may_match(rec: Located, selection: HandoffFilter) -> bool:
+def _described_filter(selection: HandoffFilter) -> Callable[[Located], bool]:
     """`selection.matches` from a `Described` record's columns (rule 3's defaults are in
-    them); True for another (its line says)."""
-    if type(rec) is not Described:
-        return True
-    if selection.kinds and rec.kind not in selection.kinds:
-        return False
-    if selection.scopes and not any(within(rec.scope, s) for s in selection.scopes):
-        return False
-    if selection.min_confidence is not None and rec.confidence < selection.min_confidence:
-        return False
-    return selection.since is None or rec.ts >= selection.since
+    them); True for another (its line says). A scope's verdict is kept: a file holds few."""
+    scopes: dict[str, bool] = {}
+
+    def keep(rec: Located) -> bool:
+        if type(rec) is not Described:
+            return True
+        if selection.kinds and rec.kind not in selection.kinds:
+            return False
+        if selection.scopes:
+            ok = scopes.get(rec.scope)
+            if ok is None:
+                ok = scopes[rec.scope] = any(within(rec.scope, s) for s in selection.scopes)
+            if not ok:
+                return False
+        if selection.min_confidence is not None and rec.confidence < selection.min_confidence:
+            return False
+        return selection.since is None or rec.ts >= selection.since
+
+    return keep
 
 
 def _at(at: int) -> Located:

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import memsync.local.handoff
 from memsync.core.handoff import HandoffFilter
 from memsync.local.handoff import handoff
+from memsync.local.located import located_view
+from memsync.local.merge import MergeResult
+from memsync.local.reading import view_of
 from memsync.local.statedir import StateDir
 from memsync.local.storage import open_for_reading
 from memsync.local.viewstore import ViewStore
@@ -99,7 +104,6 @@ def test_a_handoff_through_a_warm_store_appends_what_the_whole_fold_does(
     assert (got, ja) == (want, jb)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "selection",
     [HandoffFilter(), HandoffFilter(scopes=("github.com",)), HandoffFilter(kinds=("lesson",))],
@@ -123,3 +127,36 @@ def test_a_large_source_handed_off_from_its_store(tmp_path: Path, selection: Han
             outs.append(dest.read_bytes())
         assert outs[0] == outs[1]
         assert _warm(src, store)
+
+
+def test_a_source_over_the_partition_size_is_handed_off_in_partitions_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory stays bounded (issue 14): a view of every id, even from a valid store, is
+    not; the partitions' lines give the whole-file handoff's view."""
+    src = deciding_file(tmp_path / "src.jsonl", 3000)
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
+    now = T0 + 10**12
+    held = [entry(f"e{i:05d}", 0.1) for i in range(0, 3000, 5)]
+    selection = HandoffFilter(scopes=("github.com",))
+    located_view([src], now, store).close()  # a valid store
+    for name in ("whole", "parted"):
+        dest = tmp_path / f"{name}.jsonl"
+        _write(dest, [HEADER, *held])
+    handoff(src, tmp_path / "whole.jsonl", selection, now=now)
+    parts: list[int] = []
+    real = memsync.local.handoff._handoff_partitioned
+
+    def counted(*args: Any) -> MergeResult:
+        parts.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(memsync.local.handoff, "_handoff_partitioned", counted)
+    monkeypatch.setattr(memsync.local.handoff, "PARTITION_BYTES", src.stat().st_size // 2)
+    handoff(src, tmp_path / "parted.jsonl", selection, now=now, store=store)
+    assert parts == [1]
+    assert _keys(tmp_path / "parted.jsonl", now) == _keys(tmp_path / "whole.jsonl", now)
+
+
+def _keys(path: Path, now: int) -> list[tuple[str, int]]:
+    return [(r.id, r.ts) for r in view_of([path], now).records]
