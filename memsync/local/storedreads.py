@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import cast
 
 from memsync.core.lines import classify
-from memsync.core.records import Located, Record
+from memsync.core.records import Described, Located, Record
+from memsync.core.scan import may_supersede
 from memsync.local.fresh import now_us
 from memsync.local.located import located_view
 from memsync.local.reading import MemoryView, prompt_of, prompt_of_described
@@ -35,7 +36,14 @@ def stored_view(path: Path, store: ViewStore, now: int | None = None) -> MemoryV
     (`fold_halves`): then which of its pairs are met may differ (the same keys)."""
     name = str(path)
     with located_view([path], now, store) as view:
-        records = [cast(Record, classify(raw, source=name)) for raw in view.lines()]
+        records = [
+            # A located record holds what the line's parse gives but `supersedes` (not
+            # stored): the line is parsed again only when it may hold one.
+            Record(raw, r.id, r.ts, False, r.user, None, r.expires)
+            if type(r) is Described and not may_supersede(raw)
+            else cast(Record, classify(raw, source=name))
+            for r, raw in zip(view.records, view.lines(), strict=True)
+        ]
         twins = view.scan.index.twins
         pairs = cast(list[Located], [rec for pair in twins for rec in pair])
         parsed = [cast(Record, classify(raw, source=name)) for raw in view.lines_of(pairs)]
