@@ -346,6 +346,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         grace_seconds=args.grace_seconds,
         dry_run=args.dry_run,
         progress=args.progress,
+        store=_view_store(),  # the next `prompt` or `show` resumes from it (issue 20)
         **_hub_side(path, args.config),
     ).local
     if args.json:

@@ -30,6 +30,7 @@ from memsync.hub.transports import Transport
 from memsync.local.fresh import now_us
 from memsync.local.reading import BadLineWatch
 from memsync.local.statedir import StateDir
+from memsync.local.viewstore import ViewStore
 
 __all__ = [
     "BACKOFF_CAP",
@@ -177,6 +178,7 @@ def compact(
             horizon_days=cc.tombstone_horizon_days,
             quiet_seconds=cc.quiet_seconds,
             force=forced,
+            store=ViewStore(state),  # the next reader resumes from it (issue 20)
         )
     except NotQuiet as exc:
         logger.info("%s: compaction postponed: %s", mem.path, exc)

@@ -50,6 +50,7 @@ from memsync.local.progress import Progress
 from memsync.local.quiet import check_quiet
 from memsync.local.statedir import StateDir
 from memsync.local.storage import read_chunks
+from memsync.local.viewstore import ViewStore
 
 __all__ = ["MemoryCompaction", "acknowledged_for", "compact_memory", "compact_own_hub_file"]
 
@@ -158,6 +159,7 @@ def compact_memory(
     dry_run: bool = False,
     force: bool = False,
     progress: Progress | None = None,
+    store: ViewStore | None = None,
 ) -> MemoryCompaction:
     """Compact one memory (rules 15 and 16): this replica's own file in each hub whose
     transport is given (`transports`: the daemon's open connections; the command line
@@ -167,7 +169,8 @@ def compact_memory(
     command line's compaction keeps it for the daemon's). `codecs` are the remotes' hub
     codecs (issue 12: an encrypted hub file is compacted as records, written back
     encrypted); a remote without one is plain. `force`: do not wait for the local file's
-    quiet period (`compact_file`; the daemon, after too many postponements).
+    quiet period (`compact_file`; the daemon, after too many postponements). `store`: the
+    persistent views to leave the compacted local file's in (`compact_file`, issue 20).
 
     Raises:
         NotQuiet: the local file is busy (nothing was done; try again later).
@@ -219,6 +222,7 @@ def compact_memory(
             acknowledged=hubs if remotes else ALL,
             force=force,
             progress=progress,
+            store=store,
         )
     return MemoryCompaction(local, hub_files, hub_errors)
 

@@ -24,6 +24,10 @@ under the lock:
    file. Then the aside link is removed, unless a writer still holds the old inode or none
    can be told, in which case it stays for the next compaction to drain.
 
+After the lock, given a `store`, the new file's persistent view is written from the records
+the compaction kept (issue 20, `memsync.local.compaction_view`): the first command after a
+compaction folds none of it again.
+
 A kill at any point leaves the old file or the new one in place, never a mix; the next
 compaction removes the temp file and drains an aside link from its recorded offset.
 The file is never truncated or edited in place. A byte order mark at its start (rule 1:
@@ -44,7 +48,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsync.core.compaction import (
     DEFAULT_GRACE_SECONDS,
@@ -55,12 +59,16 @@ from memsync.core.compaction import (
 from memsync.core.timestamps import SECOND
 from memsync.errors import NotQuiet
 from memsync.local.acknowledgements import ALL, Acknowledgements
+from memsync.local.compaction_view import store_compacted
 from memsync.local.compaction_work import Work, work_for
 from memsync.local.drain import clean_up, rejected_path
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import held, lock_path
 from memsync.local.progress import Progress
 from memsync.local.quiet import check_quiet, wait_for_writers
+
+if TYPE_CHECKING:
+    from memsync.local.viewstore import ViewStore
 
 __all__ = [
     "ALL",
@@ -155,6 +163,7 @@ def compact_file(
     lock_timeout: float = _LOCK_TIMEOUT,
     force: bool = False,
     progress: Progress | None = None,
+    store: ViewStore | None = None,
 ) -> CompactionResult:
     """Rewrite `path` with only the lines its view still needs (rules 15 and 16).
 
@@ -180,6 +189,8 @@ def compact_file(
             open for writing is still waited for, up to `grace_seconds` (a second at
             most): a handle kept open would write to the old inode after the drain.
         progress: told of the bytes read and written (issue 14), if given.
+        store: the persistent views to leave the new file's in (issue 20), so that the
+            next command need not read it whole; None: left to that command.
 
     Returns:
         What was done, with sizes and the dropped lines by reason.
@@ -227,11 +238,16 @@ def compact_file(
                 if not work.nothing_to_do(horizon, acknowledged):
                     work.plan_and_account(horizon, acknowledged, reject=True)
                     work.rewrite(grace_seconds)
-                return _result(work, dry_run=False)
+                result = _result(work, dry_run=False)
             finally:
                 work.close()
         finally:
             os.close(fd)
+    if store is not None and work.written is not None:
+        # The new file is another inode (rule 15), which the old store does not describe:
+        # its own store, so that the next command resumes from it (issue 20).
+        store_compacted(store, path, work.written)
+    return result
 
 
 @contextmanager

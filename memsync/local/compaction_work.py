@@ -14,16 +14,18 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import xxhash
 
 from memsync.core.compaction import CompactionPlan, Rejected, Survey, plan_compaction
 from memsync.core.lines import Header, classify
+from memsync.core.records import Record
 from memsync.errors import NotQuiet
 from memsync.local import compaction_partitions
 from memsync.local.acknowledgements import Acknowledgements, acknowledged_lines
+from memsync.local.compaction_view import Written
 from memsync.local.drain import drain, finish_drain, set_aside, unlink, write_rejected
 from memsync.local.fresh import header_line
 from memsync.local.progress import Progress
@@ -58,6 +60,8 @@ class Work:
         self.drained = 0
         self.generation: str | None = None
         self.rewritten = False
+        self.written: Written | None = None
+        """What `rewrite` wrote, for the new file's persistent view (issue 20)."""
 
     def survey(self) -> None:
         """Pass 1: fold every complete line into the survey."""
@@ -129,7 +133,8 @@ class Work:
         try:
             try:
                 os.fchmod(fd, self.mode)
-                write_all(fd, header_line(self.now, generation))
+                header = header_line(self.now, generation)
+                write_all(fd, header)
                 written = 0
                 for block in self.kept_lines():
                     write_all(fd, block)
@@ -137,6 +142,8 @@ class Work:
                     if self.progress is not None:
                         self.progress("compact: writing", 0, written, self.size)
                 full_fsync(fd)
+                st = os.fstat(fd)
+                new = Written(st.st_dev, st.st_ino, len(header), self.kept_records())
             except OSError as exc:  # a write names no file: "[Errno 28] ..." alone said nothing
                 raise OSError(
                     exc.errno,
@@ -159,6 +166,7 @@ class Work:
                     unlink(aside)
         self.generation = generation
         self.rewritten = True
+        self.written = new
         drained = drain(self.fd, self.end, path, time.monotonic() + grace_seconds)
         self.drained = drained.lines
         self.rejected += finish_drain(path, aside, drained, self.now)
@@ -167,6 +175,11 @@ class Work:
         """The kept lines, in blocks, for the new file."""
         assert self.plan is not None
         return self.plan.data()
+
+    def kept_records(self) -> Sequence[Record] | None:
+        """The records `kept_lines` wrote, in order, when they are in memory."""
+        assert self.plan is not None
+        return self.plan.keep
 
     def stats(self) -> tuple[int, int, dict[str, int], int] | None:
         """Records kept, their bytes, lines dropped by reason, tombstones pinned; None
@@ -258,6 +271,9 @@ class PartitionedWork(Work):
     def kept_lines(self) -> Iterable[bytes]:
         assert self.partitioned_plan is not None
         return self.partitioned_plan.data()
+
+    def kept_records(self) -> Sequence[Record] | None:
+        return None  # in the partitions' temporary files, not in memory
 
     def stats(self) -> tuple[int, int, dict[str, int], int] | None:
         plan = self.partitioned_plan

@@ -44,6 +44,7 @@ __all__ = [
     "fold_forward",
     "located_index",
     "located_view",
+    "pack_at",
 ]
 
 _CHUNK_BYTES = 1024 * 1024
@@ -401,7 +402,7 @@ def _fold(
         parsed = classify(raw, source=name, line_no=n)
         if type(parsed) is Record:
             p = parsed
-            packed = ((file_no << _OFFSET_BITS | at) << _LENGTH_BITS) | len(raw)
+            packed = ((file_no << _OFFSET_BITS | at) << _LENGTH_BITS) | len(raw)  # `pack_at`
             rec = Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed, 0)
             add(rec)
             if p.supersedes is not None and not p.deleted:
@@ -431,6 +432,12 @@ def _fold(
             bad.append(BadLine(name, n, parsed.reason))
         elif type(parsed) is Header:
             result.headers.append(parsed)
+
+
+def pack_at(file_no: int, offset: int, length: int) -> int:
+    """The `Located.at` of a line of `length` bytes (without its "\n") at `offset` of the
+    view's file `file_no`: what the first pass gives the record it folds from there."""
+    return ((file_no << _OFFSET_BITS | offset) << _LENGTH_BITS) | length
 
 
 def _unpack(at: int) -> tuple[int, int, int]:

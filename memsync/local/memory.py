@@ -362,6 +362,7 @@ class Memory:
             dry_run=dry_run,
             acknowledged=acknowledged,
             grace_seconds=grace_seconds,
+            store=self._store(),
         )
 
     def _append(

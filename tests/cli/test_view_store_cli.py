@@ -3,6 +3,7 @@ the same output as with no state at all, before and after an append, and a store
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pytest
 
 from memsync.cli import main
 from memsync.local.statedir import StateDir
-from memsync.local.viewstore import MIN_BYTES
+from memsync.local.storage import open_for_reading
+from memsync.local.viewstore import MIN_BYTES, ViewStore
 
 HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-01T00:00:00Z"}\n'
 NOW = "2026-12-01T00:00:00Z"
@@ -40,6 +42,62 @@ def _outputs(capfd: pytest.CaptureFixture[str], path: Path) -> list[str]:
 def test_show_and_prompt_answer_from_the_store_as_from_the_file(
     tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    path = _file(tmp_path)
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    fresh = tmp_path / "fresh"
+
+    first = _outputs(capfd, path)
+    store = StateDir(state / "memsync").view_store(path)
+    assert store.exists()
+    assert _outputs(capfd, path) == first  # warm: from the store
+    with open(path, "ab") as f:
+        f.write(b'{"id": "e00007", "deleted": true, "created_at": "2026-11-02T00:00:00Z"}\n')
+    assert main(["add", str(path), "--kind", "fact", "--text", "late", "--scope", "project:x"]) == 0
+    capfd.readouterr()
+    warm = _outputs(capfd, path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(fresh))
+    assert warm == _outputs(capfd, path)
+    assert warm != first
+
+
+@pytest.mark.slow
+def test_the_first_command_after_compact_resumes_from_the_store_it_left(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memsync compact` writes the new file's store (issue 20): the next command folds
+    nothing, and answers as with no state at all."""
+    path = _file(tmp_path)
+    with open(path, "ab") as f:  # what the compaction drops: a tombstone, an old version
+        f.write(b'{"id": "e00007", "deleted": true, "created_at": "2026-11-02T00:00:00Z"}\n')
+        f.write(
+            b'{"id": "e00011", "kind": "fact", "text": "again", "scope": "project:x", '
+            b'"created_at": "2026-11-03T00:00:00Z"}\n'
+        )
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    _outputs(capfd, path)
+    old_ino = path.stat().st_ino
+    args = ["--quiet-seconds", "0", "--horizon-days", "0", "--grace-seconds", "0"]
+    monkeypatch.setenv("MEMSYNC_CONFIG", str(tmp_path / "none.toml"))  # no configured memory
+    assert main(["compact", str(path), *args]) == 0
+    capfd.readouterr()
+    assert path.stat().st_ino != old_ino
+    store = ViewStore(StateDir(state / "memsync"))
+    fd = open_for_reading(path)
+    try:
+        resumed = store.resume(path, fd, str(path))
+    finally:
+        os.close(fd)
+    assert resumed is not None
+    assert resumed.offset == path.stat().st_size  # nothing left to fold
+    after = _outputs(capfd, path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "fresh"))
+    assert after == _outputs(capfd, path)
+
+
+def _file(tmp_path: Path) -> Path:
+    """3,000 entries of three kinds and scopes, larger than a store's threshold."""
     path = tmp_path / "me.jsonl"
 
     def confidence(i: int) -> int:
@@ -66,19 +124,4 @@ def test_show_and_prompt_answer_from_the_store_as_from_the_file(
     )
     path.write_bytes(HEADER + body)
     assert path.stat().st_size > MIN_BYTES  # large enough to get a store
-    state = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(state))
-    fresh = tmp_path / "fresh"
-
-    first = _outputs(capfd, path)
-    store = StateDir(state / "memsync").view_store(path)
-    assert store.exists()
-    assert _outputs(capfd, path) == first  # warm: from the store
-    with open(path, "ab") as f:
-        f.write(b'{"id": "e00007", "deleted": true, "created_at": "2026-11-02T00:00:00Z"}\n')
-    assert main(["add", str(path), "--kind", "fact", "--text", "late", "--scope", "project:x"]) == 0
-    capfd.readouterr()
-    warm = _outputs(capfd, path)
-    monkeypatch.setenv("XDG_STATE_HOME", str(fresh))
-    assert warm == _outputs(capfd, path)
-    assert warm != first
+    return path
