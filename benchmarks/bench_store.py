@@ -1,12 +1,16 @@
 """Issue 20's benchmark: the everyday commands with a cold and a warm state directory.
 
     python benchmarks/bench_store.py [--sizes 10k,100k] [--runs 3] [--only prompt,show --json]
+        [--compact]
 
 For each size (genmem.py), on a copy of the file: each command once with an empty state
 directory (cold: no persistent view, no recall index), and once after the same command ran
 and `memsync add` appended one record (warm: the store folds the one new line). The
 yardstick is `python -c "import json"`, the interpreter's own start-up, in the same run.
 Byte-code is compiled first (`compileall`), as an installed package has it.
+
+With `--compact`, also: on a copy whose store is warm, `memsync compact` (which leaves the
+new file's store, issue 20), then the first `prompt` after it.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=sizes, default=sizes("10k,100k"))
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--compact", action="store_true", help="also time compact, then prompt")
     ap.add_argument(
         "--only",
         default="",
@@ -93,6 +98,36 @@ def main() -> None:
                     f"{w.seconds:.3f} | {w.rss_mb:.0f} | {w.seconds / base.seconds:.1f}x |",
                     flush=True,
                 )
+    if args.compact:
+        _compact_then_prompt(args.sizes, args.runs)
+
+
+COMPACT = ["--quiet-seconds", "0", "--grace-seconds", "0", "--horizon-days", "0"]
+COMPACT += ["--now", "2026-12-01T00:00:00Z"]
+
+
+def _compact_then_prompt(labels: list[str], runs: int) -> None:
+    """`compact` of a copy whose store is warm (`--horizon-days 0`: genmem's tombstones go),
+    then the first `prompt` after it, each in a fresh state directory per run."""
+    print("\n| records | `compact` (s) | MB | first `prompt` after (s) | MB |")
+    print("|---:|---:|---:|---:|---:|")
+    os.environ["MEMSYNC_CONFIG"] = os.devnull + ".none"  # no configured memory: no hub
+    for label in labels:
+        src = memory(label)
+        compacts, prompts = [], []
+        for n in range(runs):
+            with tempfile.TemporaryDirectory(dir=src.parent) as tmp:
+                file, state = Path(tmp) / src.name, Path(tmp) / f"state-{n}"
+                shutil.copyfile(src, file)
+                prompt = ["prompt", str(file), "--max-chars", "4000"]
+                _run(prompt, state)
+                compacts.append(_run(["compact", str(file), *COMPACT], state))
+                prompts.append(_run(prompt, state))
+        c, p = median(compacts), median(prompts)
+        print(
+            f"| {label} | {c.seconds:.2f} | {c.rss_mb:.0f} | {p.seconds:.3f} | {p.rss_mb:.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
