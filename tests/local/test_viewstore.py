@@ -149,6 +149,8 @@ class StoreMachine(RuleBasedStateMachine):
         if not target.exists():
             return
         data = bytearray(target.read_bytes())
+        if not data:
+            return  # emptied by an earlier damage: nothing left to damage
         at = min(len(data) - 1, int(where * len(data)))
         if how == "flip":
             data[at] ^= 0x40
