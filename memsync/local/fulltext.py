@@ -155,30 +155,12 @@ def recall(
         return _scan(live_cache(p).records(now), query, flt, limit)
     if persistent:
         return _recall_stored(p, query, flt, limit, at, StateDir.of(state_dir))
-    hits: list[RecallHit] = []
-    seen: set[str] = set()
     # The cache first: it copies in what a killed compaction left aside (rule 16), which
     # the text index then reads too.
     with live_cache(p).reading() as (index, line):
         fts = _text_index(p.resolve(), StateDir.of(state_dir).recall_index(p))
         fts.refresh()
-        for rid, ts, score, body in fts.candidates(query, batch=max(32, 4 * limit)):
-            if rid in seen:
-                continue  # a line repeated by a merge (rule 14), or the id's other row
-            found = index.alive(rid, at)
-            if found is None or found.ts != ts:
-                continue  # forgotten, superseded, expired or an older version
-            raw = line(found)
-            if body != body_of(raw):
-                continue  # a beaten twin (rule 9): the match must be in the current version
-            seen.add(rid)
-            rec = Record(raw, rid, ts, found.deleted, found.user, found.supersedes, found.expires)
-            hit = _hit(rec, score)
-            if flt.keeps({"kind": hit.kind, "confidence": hit.confidence, "scope": hit.scope}):
-                hits.append(hit)
-                if len(hits) >= limit:
-                    break
-    return hits
+        return _hits(fts, query, flt, limit, lambda rid: index.alive(rid, at), line)
 
 
 def _recall_stored(
