@@ -13,9 +13,9 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from memsync import __version__
-from memsync.cli import _agents, _bridges, _git, _keys
 from memsync.cli._common import (
     EXIT_ERROR,
     EXIT_NOT_QUIET,
@@ -28,22 +28,21 @@ from memsync.cli._common import (
     timestamp_arg,
 )
 from memsync.cli._help import describe
-from memsync.core.compaction_limits import (
-    DEFAULT_GRACE_SECONDS,
-    DEFAULT_HORIZON_DAYS,
-    DEFAULT_QUIET_SECONDS,
-    MAX_HORIZON_DAYS,
-    MAX_WAIT_SECONDS,
-)
 from memsync.core.records import KINDS
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.local.platforms import refuse_native_windows
 from memsync.local.progress import progress_line
 
+if TYPE_CHECKING:
+    _Subparsers: TypeAlias = argparse._SubParsersAction[Parser]
+
 __all__ = ["main"]
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's, or with `argv` given and naming a
+    command, that command's alone (issue 20: `memsync add` builds one subcommand's parser
+    and imports no other command's module; what it accepts and prints is the same)."""
     parser = Parser(
         prog="memsync",
         description="Keep agent memory files consistent across machines and agents.",
@@ -53,7 +52,31 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
+    command = None if argv is None else _command_of(argv)
+    if command in _COMMANDS:
+        _COMMANDS[command](sub)
+    elif command in _EXTRA_COMMANDS:
+        _register_extra(_EXTRA_COMMANDS[command], sub)
+    else:  # --help, no command, or a misspelt one: argparse lists every command
+        for register in _COMMANDS.values():
+            register(sub)
+        for module in dict.fromkeys(_EXTRA_COMMANDS.values()):
+            _register_extra(module, sub)
+    describe(sub)
+    return parser
 
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command `argv` names: its first word that is not an option (the options before
+    a command take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def _register_extra(module: str, sub: _Subparsers) -> None:
+    importlib.import_module(f"memsync.cli.{module}").register(sub)
+
+
+def _add(sub: _Subparsers) -> None:
     p = sub.add_parser("add", help="append a new entry; prints its id")
     p.add_argument("file", type=Path)
     p.add_argument("--kind", required=True, choices=KINDS)
@@ -66,11 +89,15 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--supersedes", default=None, metavar="ID")
     p.set_defaults(handler=_lazy("_writes", "cmd_add"))
 
+
+def _forget(sub: _Subparsers) -> None:
     p = sub.add_parser("forget", help="append a tombstone for an id")
     p.add_argument("file", type=Path)
     p.add_argument("id")
     p.set_defaults(handler=_lazy("_writes", "cmd_forget"))
 
+
+def _show(sub: _Subparsers) -> None:
     p = sub.add_parser("show", help="the view of one or more files together")
     p.add_argument("files", type=Path, nargs="+", metavar="FILE")
     p.add_argument("--scope", default=None, help=SCOPE_HELP)
@@ -84,6 +111,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=_lazy("_files", "cmd_show"))
 
+
+def _prompt(sub: _Subparsers) -> None:
     p = sub.add_parser("prompt", help="the memory block for an agent's context")
     p.add_argument(
         "files",
@@ -99,12 +128,16 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
     p.set_defaults(handler=_lazy("_files", "cmd_prompt"))
 
+
+def _check(sub: _Subparsers) -> None:
     p = sub.add_parser("check", help="bad lines, twins, secrets, future-dated records")
     p.add_argument("files", type=Path, nargs="+", metavar="FILE")
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_lazy("_files", "cmd_check"))
 
+
+def _merge(sub: _Subparsers) -> None:
     p = sub.add_parser("merge", help="append to DEST the records of SRC... that it lacks")
     p.add_argument("sources", type=Path, nargs="+", metavar="SRC")
     p.add_argument("--into", type=Path, required=True, metavar="DEST")
@@ -119,6 +152,8 @@ def _build_parser() -> argparse.ArgumentParser:
     _quiet_option(p)
     p.set_defaults(handler=_lazy("_files", "cmd_merge"))
 
+
+def _handoff(sub: _Subparsers) -> None:
     p = sub.add_parser("handoff", help="hand a memory, or a slice of it, to another agent")
     p.add_argument("src", type=Path, metavar="SRC")
     p.add_argument("dest", type=Path, metavar="DEST")
@@ -141,6 +176,16 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     _quiet_option(p)
     p.set_defaults(handler=_lazy("_files", "cmd_handoff"))
+
+
+def _compact(sub: _Subparsers) -> None:
+    from memsync.core.compaction_limits import (  # a dataclass module: compact's alone
+        DEFAULT_GRACE_SECONDS,
+        DEFAULT_HORIZON_DAYS,
+        DEFAULT_QUIET_SECONDS,
+        MAX_HORIZON_DAYS,
+        MAX_WAIT_SECONDS,
+    )
 
     p = sub.add_parser("compact", help="rewrite a file with only what its view needs")
     p.add_argument("file", type=Path, metavar="FILE")
@@ -178,6 +223,8 @@ def _build_parser() -> argparse.ArgumentParser:
     _quiet_option(p)
     p.set_defaults(handler=_lazy("_files", "cmd_compact"))
 
+
+def _sync(sub: _Subparsers) -> None:
     p = sub.add_parser("sync", help="one pass of pull, merge and push with the remotes")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.add_argument("--memory", default=None, metavar="NAME")
@@ -186,14 +233,20 @@ def _build_parser() -> argparse.ArgumentParser:
     _quiet_option(p)
     p.set_defaults(handler=_lazy("_hubs", "cmd_sync"))
 
+
+def _check_config(sub: _Subparsers) -> None:
     p = sub.add_parser("check-config", help="validate a config file and print it resolved")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.set_defaults(handler=_lazy("_hubs", "cmd_check_config"))
 
+
+def _daemon(sub: _Subparsers) -> None:
     p = sub.add_parser("daemon", help="run in the foreground, keeping memories in sync")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.set_defaults(handler=_lazy("_hubs", "cmd_daemon"))
 
+
+def _status(sub: _Subparsers) -> None:
     p = sub.add_parser("status", help="what the daemon is doing; exit 1 when something is wrong")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.add_argument("--json", action="store_true")
@@ -204,6 +257,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=_lazy("_hubs", "cmd_status"))
 
+
+def _diff(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "diff", help="the entries that differ between this machine's view and another replica's"
     )
@@ -226,24 +281,45 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_lazy("_convergence", "cmd_diff"))
 
+
+def _forget_replica(sub: _Subparsers) -> None:
     p = sub.add_parser("forget-replica", help="stop waiting for a retired replica")
     p.add_argument("replica", metavar="NAME")
     p.add_argument("--undo", action="store_true", help="take a replica back")
     p.add_argument("--config", type=Path, default=None, metavar="PATH")
     p.set_defaults(handler=_lazy("_hubs", "cmd_forget_replica"))
 
-    for register in _EXTRA_COMMANDS:
-        register(sub)
-    describe(sub)
-    return parser
 
+_COMMANDS: dict[str, Callable[[_Subparsers], None]] = {
+    "add": _add,
+    "forget": _forget,
+    "show": _show,
+    "prompt": _prompt,
+    "check": _check,
+    "merge": _merge,
+    "handoff": _handoff,
+    "compact": _compact,
+    "sync": _sync,
+    "check-config": _check_config,
+    "daemon": _daemon,
+    "status": _status,
+    "diff": _diff,
+    "forget-replica": _forget_replica,
+}
+"""The commands this module defines, in the order `--help` lists them."""
 
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[Parser]], None]] = [
-    _agents.register,  # mcp, recall, export, import
-    _keys.register,  # key new | show | import | rotate (issue 12)
-    _git.register,  # git setup, merge-driver (issue 22)
-    _bridges.register,  # bridge add | list | remove | sync (issue 22)
-]
+_EXTRA_COMMANDS = {
+    "mcp": "_agents",
+    "recall": "_agents",
+    "export": "_agents",
+    "import": "_agents",
+    "key": "_keys",  # key new | show | import | rotate (issue 12)
+    "git": "_git",  # git setup, merge-driver (issue 22)
+    "merge-driver": "_git",
+    "bridge": "_bridges",  # bridge add | list | remove | sync (issue 22)
+}
+"""The commands other modules of `memsync.cli` register (each module's `register`), by
+name: only the module of the command run is imported."""
 
 
 def _lazy(module: str, name: str) -> Handler:
@@ -280,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (see the module docstring)."""
     try:
         refuse_native_windows()  # one line pointing to WSL2 (issue 23)
-        args = _build_parser().parse_args(argv)
+        args = _build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
         _setup_logging(args.verbose)
         handler: Handler = args.handler
         # Issue 14: a progress line on a terminal, erased before any `memsync: ...` line.

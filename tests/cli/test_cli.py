@@ -512,6 +512,28 @@ def test_every_subcommand_and_option_says_what_it_does() -> None:
     assert bare(sub, "") == []
 
 
+def test_one_commands_parser_is_the_same_as_in_the_whole_parser() -> None:
+    """Issue 20: `memsync CMD ...` builds only CMD's parser (start-up); for every command,
+    what it accepts and its --help are the whole parser's, options before it included."""
+    import argparse
+
+    from memsync.cli import _build_parser
+
+    def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return dict(sub.choices)
+
+    whole = commands(_build_parser())
+    assert {"add", "prompt", "recall", "key", "merge-driver", "bridge"} <= set(whole)
+    for name, parser in whole.items():
+        one = commands(_build_parser(["-v", "--quiet", name, "--help"]))
+        assert name in one, name
+        assert one[name].format_help() == parser.format_help(), name
+    assert len(commands(_build_parser(["add", "me.jsonl"]))) == 1
+    assert commands(_build_parser(["--help"])).keys() == whole.keys()
+    assert commands(_build_parser(["no-such-command"])).keys() == whole.keys()
+
+
 def test_help_says_what_now_and_scope_take(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["show", "--help"])
