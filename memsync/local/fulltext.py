@@ -137,6 +137,11 @@ def recall(
     directory, `$XDG_STATE_HOME/memsync`); `use_fts=False`
     forces the plain word-match scan (the fallback where FTS5 is missing).
 
+    Best first is BM25's order, except for a common word (held by more than
+    `textindex.COMMON` lines, 2,000): rare words' matches come first, then the common
+    words' latest lines a window at a time, best first within each window
+    (`TextIndex.candidates`), so that the cost follows the window, not the matches.
+
     `persistent`: the view comes from the file's persistent view in the state directory
     (`memsync.local.viewstore`, issue 20), folding only what was appended since, instead of
     this process's cache (`live_cache`): for a process that recalls once (the command

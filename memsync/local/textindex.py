@@ -27,7 +27,13 @@ from memsync.local.livecache import FileIdentity, identity_of, resumable
 from memsync.local.sqlitedb import connect
 from memsync.local.storage import private_dirs, read_chunks
 
-__all__ = ["TextIndex", "body_of", "fts5_available", "searchable", "words"]
+__all__ = ["COMMON", "TextIndex", "body_of", "fts5_available", "searchable", "words"]
+
+COMMON = 2000
+"""A word held by more lines than this is common: `TextIndex.candidates` ranks its lines a
+window of the latest at a time instead of all at once (the cost of a recall follows this,
+not the number of lines holding the word)."""
+_MAX_ROWID, _MIN_ROWID = 2**63 - 1, -(2**63)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SCHEMA = """
@@ -136,15 +142,56 @@ class TextIndex:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('file', ?)", (ident.encode(),))
         return read
 
-    def candidates(self, query: str, batch: int = 64) -> Iterator[tuple[str, int, float, str]]:
+    def candidates(
+        self, query: str, batch: int = 64, common: int | None = None
+    ) -> Iterator[tuple[str, int, float, str]]:
         """(id, created_at in us, score, body) of entry lines matching any word of `query`,
-        best first (BM25; a higher score is better). Read a page of `batch` at a time:
-        ranking with a LIMIT keeps only the best rows, where a full sort of every match
-        costs milliseconds per ten thousand matches."""
+        best first (BM25; a higher score is better).
+
+        A word held by more than `common` lines (default `COMMON`) is common: ranking
+        every line that holds it would cost time in proportion to them (bm25 of each,
+        0.25 s for 230,000 matches). So, as a common-terms query does:
+
+        - no common word in the query: every matching line, best first, as always;
+        - rare and common words: first every line holding a rare word, best first by
+          BM25 over the rare words only; then the lines holding only common words, as
+          below;
+        - the common words: the `common` most recently indexed lines that hold one (the
+          latest in the file), best first by BM25 over those words; then the next
+          `common` older ones (more at a time, as the pages grow), and so on.
+
+        Every matching line comes at last (recall keeps reading while its candidates are
+        stale or filtered out); only the order changes, and only for common words. The
+        cost follows `common` and the query's words, not the matches: what still grows
+        with them is SQLite's count of the lines holding each common word (BM25's IDF, a
+        pass over its postings in C, about 20 ns a match)."""
         wanted = words(query)
         if not wanted:
             return
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in wanted)
+        cap = COMMON if common is None else common
+        rare: list[str] = []
+        frequent: list[str] = []
+        for w in wanted:
+            phrase = '"' + w.replace('"', '""') + '"'
+            (frequent if self._holders(phrase, cap + 1) > cap else rare).append(phrase)
+        if rare:
+            yield from self._ranked(" OR ".join(rare), batch)
+        if frequent:
+            yield from self._windows(" OR ".join(frequent), cap)
+
+    def _holders(self, match: str, most: int) -> int:
+        """How many lines match `match`, counted up to `most` (a bounded count)."""
+        with self._lock:
+            (n,) = self._db.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM docs WHERE docs MATCH ? LIMIT ?)",
+                (match, most),
+            ).fetchone()
+        return int(n)
+
+    def _ranked(self, match: str, batch: int) -> Iterator[tuple[str, int, float, str]]:
+        """Every line matching `match`, best first, a page of `batch` at a time: ranking
+        with a LIMIT keeps only the best rows, where a full sort of every match costs
+        milliseconds per ten thousand matches."""
         offset = 0
         while True:
             with self._lock:
@@ -159,6 +206,33 @@ class TextIndex:
                 return
             offset += batch
             batch *= 4  # many stale hits in a row: take bigger pages
+
+    def _windows(self, match: str, size: int) -> Iterator[tuple[str, int, float, str]]:
+        """Every line matching `match`, newest windows first: the `size` latest lines,
+        best first by BM25, then the next older window (four times larger), and so on.
+        Each window is bounded by rowids (lines are indexed in file order), so SQLite
+        ranks only its lines."""
+        newest = _MAX_ROWID  # the window's upper bound, inclusive
+        while True:
+            with self._lock:
+                edge = self._db.execute(
+                    "SELECT rowid FROM docs WHERE docs MATCH ? AND rowid <= ?"
+                    " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                    (match, newest, size),
+                ).fetchone()
+                oldest = _MIN_ROWID if edge is None else int(edge[0])  # exclusive
+                rows = self._db.execute(
+                    "SELECT rowid, bm25(docs), id, ts, body FROM docs"
+                    " WHERE docs MATCH ? AND rowid <= ? AND rowid > ?",
+                    (match, newest, oldest),
+                ).fetchall()
+            rows.sort(key=lambda r: (r[1], -r[0]))  # best first; a tie: the newer line
+            for _, rank, rid, ts, body in rows:
+                yield str(rid), int(ts), -float(rank), str(body)
+            if edge is None:
+                return
+            newest = oldest
+            size *= 4  # many stale hits: take bigger windows
 
     def rows(self) -> list[tuple[str, int, str]]:
         """Every indexed (id, created_at, body), sorted (for tests and diagnostics)."""

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from memsync import Memory, recall
 from memsync.cli import main
+from memsync.local import textindex
 from memsync.local.compaction import compact_file
 from memsync.local.fulltext import TextIndex, fts5_available, live_cache
 from memsync.local.merge import merge_files
@@ -257,3 +258,45 @@ def test_each_live_entry_once_matched_on_its_current_version(tmp_path: Path) -> 
         assert recall(path, "zebra", state_dir=state, use_fts=use_fts) == [], use_fts
         [hit] = recall(path, "blue", state_dir=state, use_fts=use_fts)
         assert hit.text == "the winner says blue"
+
+
+def test_a_common_word_is_ranked_a_window_of_its_latest_lines_at_a_time(tmp_path: Path) -> None:
+    """A word held by more than `common` lines: its `common` latest lines come first, best
+    first among them, then the older ones; a rare word of the same query comes before it;
+    every matching line comes at last. Under the cap, every line is ranked at once."""
+    path = tmp_path / "m.jsonl"
+    mem = Memory.open(path)
+    best = mem.add("fact", "retry retry retry").id  # the best BM25 match, and the oldest
+    zebra = mem.add("fact", "The zebra runner needs one retry after a long wait.").id
+    rest = [mem.add("fact", f"A retry of job number {n} went fine").id for n in range(12)]
+    with TextIndex(path, tmp_path / "fts.sqlite") as index:
+        index.refresh()
+
+        def found(query: str, common: int) -> list[tuple[str, float]]:
+            return [(c[0], c[2]) for c in index.candidates(query, common=common)]
+
+        assert found("retry", common=14)[0][0] == best
+        assert found("retries", common=14) == found("retry", common=14)
+        windowed = found("retry", common=5)
+        assert {rid for rid, _ in windowed[:5]} == set(rest[-5:])
+        assert [s for _, s in windowed[:5]] == sorted((s for _, s in windowed[:5]), reverse=True)
+        assert sorted(rid for rid, _ in windowed) == sorted([best, zebra, *rest])
+        mixed = found("zebra retry", common=5)
+        assert mixed[0][0] == zebra
+        assert {rid for rid, _ in mixed[1:6]} == set(rest[-5:])
+
+
+def test_recall_of_a_common_word_reads_older_lines_past_stale_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The latest lines holding a common word are all forgotten: recall still finds the
+    live older ones (the next, larger window), never fewer hits than live matches."""
+    monkeypatch.setattr(textindex, "COMMON", 3)
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    mem = Memory.open(path)
+    old = [mem.add("fact", f"retry the old job {n}").id for n in range(4)]
+    for n in range(5):
+        mem.forget(mem.add("fact", f"retry the new job {n}").id)
+    assert set(_ids(path, "retry", state, limit=4)) == set(old)
+    assert set(_ids(path, "retry", state, limit=10)) == set(old)
+    assert set(_ids(path, "retry job zebra", state, limit=10)) == set(old)
