@@ -28,6 +28,7 @@ from memsync.core.records import Record
 from memsync.core.timestamps import format_ts, from_datetime
 from memsync.errors import InvalidRecord, SecretRefused, UnknownId, UsageError, shown
 from memsync.local.asides import asides_of
+from memsync.local.foldcheck import carry_append
 from memsync.local.fresh import header_line, new_id, now_us
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
@@ -388,7 +389,9 @@ class Memory:
             if not isinstance(parsed, Record):
                 reason = parsed.reason if isinstance(parsed, Invalid) else "not a record"
                 raise InvalidRecord(f"invalid record: {reason}")
+            before = os.stat(self.path) if self.path.exists() else None
             append_bytes(self.path, line + b"\n", header=header_line(parsed.ts))
+            carry_append(self.path, self.state_dir, before, len(line) + 1)
         return parsed
 
     def _stamp(self, rid: str | None, now: int, seen: _Newest | None = None) -> int:

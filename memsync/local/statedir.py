@@ -199,6 +199,13 @@ class StateDir:
         key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(path)))
         return self._under("view", f"{path.name[:40]}-{key}.ranks")
 
+    def view_seen(self, path: Path) -> Path:
+        """A note that memory file `path`, while its status (`fstat`) stays exactly the
+        one noted, begins with the bytes its persistent view folded: the next check reads
+        none of them (`memsync.local.foldcheck`)."""
+        key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(path)))
+        return self._under("view", f"{path.name[:40]}-{key}.seen")
+
 
 StateDirLike: TypeAlias = StateDir | str | os.PathLike[str]
 """What the public API accepts for a state directory: a `StateDir` or its path."""

@@ -17,7 +17,7 @@ from memsync.core.lines import BadLine, Invalid, classify
 from memsync.core.records import Located, Record
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER
 from memsync.local.asides import asides_of
-from memsync.local.foldcheck import digest, matches_identity
+from memsync.local.foldcheck import matches_identity, verified
 from memsync.local.statedir import StateDir
 from memsync.local.viewranks import (
     _BLOCK,
@@ -109,14 +109,20 @@ def store_quick(store: Stores, path: Path, fd: int) -> Quick | None:
     file is large enough to have one and it is at most `store.save_after` bytes behind."""
     if os.fstat(fd).st_size < store.min_bytes:
         return None
-    return open_quick(store.state.view_ranks(path), path, fd, str(path), store.save_after)
+    state = store.state
+    return open_quick(
+        state.view_ranks(path), state.view_seen(path), path, fd, str(path), store.save_after
+    )
 
 
-def newest_stored(target: Path, path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
-    """`ViewStore.newest` from the quick part `target`: the newest `created_at` of any
-    record of `rid` in the bytes it folded (None: none), and how many bytes that is;
-    None when it is not valid for the file open as `fd` (at `path`)."""
-    quick = open_quick(target, path, fd, str(path), None, fold=False)
+def newest_stored(
+    target: Path, seen: Path, path: Path, fd: int, rid: str
+) -> tuple[int | None, int] | None:
+    """`ViewStore.newest` from the quick part `target` (its check's note: `seen`): the
+    newest `created_at` of any record of `rid` in the bytes it folded (None: none), and
+    how many bytes that is; None when it is not valid for the file open as `fd` (at
+    `path`)."""
+    quick = open_quick(target, seen, path, fd, str(path), None, fold=False)
     if quick is None:
         return None
     try:
@@ -134,10 +140,18 @@ def discard(target: Path) -> None:
 
 
 def open_quick(
-    target: Path, path: Path, fd: int, name: str, tail_limit: int | None, *, fold: bool = True
+    target: Path,
+    seen: Path,
+    path: Path,
+    fd: int,
+    name: str,
+    tail_limit: int | None,
+    *,
+    fold: bool = True,
 ) -> Quick | None:
     """The quick part `target` of the memory file open as `fd` (at `path`, reported as
-    `name`) when it is whole and a fold of the file's first bytes, and at most
+    `name`) when it is whole and a fold of the file's first bytes (checked, or vouched
+    for by the note `seen`: `foldcheck.verified`), and at most
     `tail_limit` bytes (None: any) were appended since; then with the records appended
     since folded (with `fold`). Else None. Raises OSError naming the file for the memory file's own
     errors, UnsupportedFormat for a header of another format appended (rule 2)."""
@@ -155,7 +169,7 @@ def open_quick(
         return None
     if tail_limit is not None and st.st_size - head.size > tail_limit:
         return None
-    if digest(fd, head.size) != head.digest:
+    if not verified(seen, path, fd, st, head.size, head.digest):
         return None
     quick.fd = fd
     if fold:

@@ -26,13 +26,12 @@ Never trusted blindly. Before each use a store is checked against the open file:
 - the file's real path, device and inode: a store of another file, a file replaced by a
   compaction (rule 15) or a copy, restored from a backup or copied from another machine;
 - the size: a file shorter than what was folded was truncated;
-- a digest of every byte that was folded (xxh3, at memory speed), and when the size is
-  the one folded, the modification time: an edit in place, anywhere.
+- a digest of every byte that was folded, and when the size is the one folded, the
+  modification time: an edit in place, anywhere (`foldcheck`: a note spares the read
+  while the file's status is unchanged).
 
 A file that only grew is folded from where the store stopped; anything else is read from
-the start. Reading every folded byte to check it costs about 0.1 s at 1M records (a
-sampled digest missed a same-length edit in place followed by an append, as nano and VS
-Code save); the fold it saves costs seconds.
+the start.
 
 A store is written whole to a temporary file, then renamed over the old one (readers see
 the old store or the new one, never half of one). Any error while writing it (a full
@@ -45,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
@@ -58,8 +58,7 @@ from memsync.core.lines import BadLine
 from memsync.core.records import Described, Located, Record
 from memsync.core.version import __version__
 from memsync.core.view import Index
-from memsync.local.foldcheck import digest as _digest
-from memsync.local.foldcheck import matches_identity
+from memsync.local.foldcheck import MIN_BYTES, digest, matches_identity, remember, verified
 from memsync.local.fresh import now_us
 from memsync.local.reading import ScanResult
 from memsync.local.statedir import StateDir
@@ -70,9 +69,6 @@ __all__ = ["FORMAT", "MIN_BYTES", "SAVE_AFTER_BYTES", "Resumed", "ViewStore"]
 FORMAT = f"memsync-view/5 {__version__}"
 """The store's format and the version of memsync that wrote it: any other is rebuilt."""
 
-MIN_BYTES = 256 * 1024
-"""Files smaller than this get no store by default: folding them takes a few milliseconds,
-less than reading and checking a store, and the state directory stays free of them."""
 
 SAVE_AFTER_BYTES = 1024 * 1024
 """A store is written again once this much was folded past it: writing it after every
@@ -185,7 +181,8 @@ class ViewStore:
         from memsync.local.viewranks_open import newest_stored  # (start-up)
 
         if os.fstat(fd).st_size >= self.min_bytes:
-            found = newest_stored(self.state.view_ranks(path), path, fd, rid)
+            state = self.state
+            found = newest_stored(state.view_ranks(path), state.view_seen(path), path, fd, rid)
             if found is not None:
                 return found
         stored = self._valid(path, fd)
@@ -212,7 +209,7 @@ class ViewStore:
         except OSError:
             return None
         stored = _unpack(blob)
-        if stored is None or not _matches(stored, path, fd, st):
+        if stored is None or not _matches(stored, self.state.view_seen(path), path, fd, st):
             return None
         return stored
 
@@ -252,6 +249,7 @@ class ViewStore:
         try:
             st = os.fstat(fd)
             mtime = st.st_mtime_ns if offset == st.st_size else -1
+            started, made = time.time_ns(), digest(fd, offset)
             stored = _Stored(
                 FORMAT,
                 os.path.realpath(path),
@@ -260,7 +258,7 @@ class ViewStore:
                 offset,
                 line,
                 mtime,
-                _digest(fd, offset),
+                made,
                 bool(scan.headerless),
                 scan.index.records,
                 [(b.line, b.reason) for b in scan.bad],
@@ -283,6 +281,7 @@ class ViewStore:
             parts = viewranks_write.parts(stored, scan.index.superseded, floor)
             del stored  # its columns, before the write
             _write(self.state.prepared(self.state.view_ranks(path)), *parts)
+            remember(self.state.view_seen(path), path, st, offset, made, started)
         except (
             OSError,
             OverflowError,
@@ -332,12 +331,13 @@ def _unpack(blob: bytes) -> _Stored | None:
     return stored
 
 
-def _matches(stored: _Stored, path: Path, fd: int, st: os.stat_result) -> bool:
-    """Whether `stored` is a fold of the first bytes of the file open as `fd`."""
+def _matches(stored: _Stored, seen: Path, path: Path, fd: int, st: os.stat_result) -> bool:
+    """Whether `stored` is a fold of the first bytes of the file open as `fd` (checked,
+    or vouched for by the note `seen`: `foldcheck.verified`)."""
     s = stored
     if not matches_identity(s.path, s.dev, s.ino, s.size, s.mtime_ns, path, st):
         return False
-    return _digest(fd, stored.size) == stored.digest
+    return verified(seen, path, fd, st, s.size, s.digest)
 
 
 def _slot(

@@ -94,7 +94,8 @@ def quick_answers(path: Path, store: ViewStore) -> tuple[object, ...] | None:
     """The same from the quick part, when it is valid for the file (None else)."""
     fd = open_for_reading(path)
     try:
-        quick = open_quick(store.state.view_ranks(path), path, fd, str(path), None)
+        state = store.state
+        quick = open_quick(state.view_ranks(path), state.view_seen(path), path, fd, str(path), None)
         if quick is None:
             return None
         blocks: list[object] = []
