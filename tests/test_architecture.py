@@ -532,7 +532,8 @@ def test_the_everyday_commands_start_without_pydantic_sqlite_or_the_hub(tmp_path
 def test_add_starts_without_the_view(tmp_path: Path) -> None:
     """Issue 20: `memsync add` (and `forget`) import only what appending needs: not the
     view (`core.view`), the located scan, the drain's reading side or the other commands
-    (nor the modules that only register other commands' parsers)."""
+    (nor the modules that only register other commands' parsers), nor filelock: the lock
+    takes its `flock` itself (`memsync.local.lock`)."""
     memory = tmp_path / "me.jsonl"
     code = (
         "import sys\n"
@@ -541,7 +542,7 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
         "heavy = {'memsync.core.view', 'memsync.core.compaction', 'memsync.core.prompt',\n"
         "         'memsync.local.located', 'memsync.local.reading', 'memsync.cli._files',\n"
         "         'memsync.cli._hubs', 'memsync.cli._agents', 'memsync.cli._bridges',\n"
-        "         'memsync.cli._keys', 'memsync.cli._git', 'sqlite3', 'pydantic'}\n"
+        "         'memsync.cli._keys', 'memsync.cli._git', 'sqlite3', 'pydantic', 'filelock'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     out = subprocess.run(
