@@ -11,8 +11,6 @@ out of `secrets.py` by responsibility (issue 24); the design notes are in
 
 from __future__ import annotations
 
-import re
-
 from memsync.core._secret_shapes import (
     _BACKTICK_PW,
     _CLI_PW,
@@ -23,12 +21,13 @@ from memsync.core._secret_shapes import (
     _classes,
 )
 from memsync.core._secret_values import _SPLIT_PARTS, _TRAILING, _is_placeholder, _overlaps
+from memsync.core.lazyre import LazyPattern
 
 # `mysql -u root -pS3cret`: the password is glued to "-p" ("-p" alone prompts for it, "-P" is
 # the port). Only options may stand between the command and "-p" (each short one with at most
 # one argument), so "mysql ... and pytest -pno:cacheprovider" is not read as one command.
 _ARG = r"[^\s;|&`<>]"
-_MYSQL_PW_RE = re.compile(
+_MYSQL_PW_RE = LazyPattern(
     r"(?<![\w.-])(?:mysql(?:dump|admin|import|check|show|pump|binlog|slap)?"
     r"|mariadb(?:-?dump|-?admin)?)"
     r"(?:[ \t]+(?:-[A-Za-oq-z]" + _ARG + r"*(?:[ \t]+[^\s;|&`<>-]" + _ARG + r"*)?"
@@ -38,22 +37,22 @@ _MYSQL_PW_RE = re.compile(
 # "the wifi password is Tr0ub4dor&3", "Wi-Fi password: hunter2hunter2", "wifi pw is ...",
 # "the password for the guest wifi is ...". Runs on `text.lower()`.
 _IS_OPERATOR = r"(?:[ \t]+(?:is|was)(?:[ \t]*:)?|[ \t]*[:=])[ \t]*"
-_WIFI_RE = re.compile(
+_WIFI_RE = LazyPattern(
     r"(?:(?:wi-?fi|wlan)(?:[ \t]+(?:network|guest|router))?[ \t]+"
     r"(?:password|passwd|passphrase|pass|pwd|pw|key)"
     r"|(?:password|passphrase|pw)[ \t]+(?:for|of)[ \t]+(?:(?:the|our|my)[ \t]+)?(?:guest[ \t]+)?"
     r"(?:wi-?fi|wlan)(?:[ \t]+network)?)" + _IS_OPERATOR
 )
-_PROSE_VALUE_RE = re.compile(
+_PROSE_VALUE_RE = LazyPattern(
     r"\"(?P<dq>[^\"\s]+)\"|'(?P<sq>[^'\s]+)'|`(?P<bq>[^`\n]+)`|(?P<bare>[^\s\"'`]+)"
 )
 # "the passphrase is `correct horse battery staple`", "password for the NAS: `hunter22`".
 # Runs on `text.lower()`; the value is read from `text` after the opening backtick.
-_BACKTICK_PW_RE = re.compile(
+_BACKTICK_PW_RE = LazyPattern(
     r"(?:password|passwd|passphrase|pass[ \t]+phrase|pwd|pw)"
     r"(?:[ \t]+for[ \t]+[^\s`]+(?:[ \t]+[^\s`]+){0,3}?)?" + _IS_OPERATOR + "`"
 )
-_BACKTICK_VALUE_RE = re.compile(r"[^`\n]+(?=`)")
+_BACKTICK_VALUE_RE = LazyPattern(r"[^`\n]+(?=`)")
 # A command in backticks fetches the password rather than being it ("`pass show db`").
 # fmt: off
 _SECRET_COMMANDS = frozenset((
@@ -63,7 +62,7 @@ _SECRET_COMMANDS = frozenset((
 # fmt: on
 
 
-_COUNT_WORD = re.compile(r"[0-9]+[^A-Za-z0-9]*[a-z]+\Z")
+_COUNT_WORD = LazyPattern(r"[0-9]+[^A-Za-z0-9]*[a-z]+\Z")
 _WIFI_TERMS = frozenset(("wpa", "wpa2", "wpa3", "wep", "psk", "sae", "wps", "tkip", "aes", "ccmp"))
 
 
@@ -154,7 +153,7 @@ _OWNERS = {
 }
 # fmt: on
 _OWNERS["codes"] = _OWNERS["combination"] = _OWNERS["code"]
-_PROSE_PW_RE = re.compile(
+_PROSE_PW_RE = LazyPattern(
     r"(?<![a-z0-9_@.-])(?:(?P<pw>" + _PW_WORD + r")|(?P<code>" + _CODE_WORD + r")"
     r"|(?P<tok>" + _CREDENTIAL_WORD + r"))s?"
     r"(?:[ \t]+(?:for|to|of|on)[ \t]+(?:[^\s:=`'\"“]+[ \t]+){0,3}?[^\s:=`'\"“]+)?"
@@ -166,30 +165,30 @@ _PROSE_PW_RE = re.compile(
 # then mix 3 character classes (a separate pattern: as an alternative operator of the one
 # above, a bare space would end its "for <words>" part too early).
 # "set MYSQL_ROOT_PASSWORD to S3cr3t!x" too: an environment variable's name, "to" or "as".
-_SPACED_PW_RE = re.compile(
+_SPACED_PW_RE = LazyPattern(
     r"(?<![a-z0-9_@.-])(?:[a-z0-9]+_)*(?P<pw>password|passwd|passphrase|pwd|pw)"
     r"(?:[ \t]+(?:to|as))?[ \t]+"
 )
-_PROSE_SECRET_VALUE_RE = re.compile(
+_PROSE_SECRET_VALUE_RE = LazyPattern(
     r"\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'|“(?P<cq>[^”\n]+)”|(?P<bare>[^\s\"'`“]+)"
 )
-_DIGITS_CODE = re.compile(
+_DIGITS_CODE = LazyPattern(
     r"[0-9]{4,12}#?|[0-9]{2,4}(?:-[0-9]{2,4}){1,3}"
     r"|(?=[A-Za-z-]*[0-9])(?=[0-9-]*[A-Za-z])[A-Za-z0-9]{4,5}(?:-[A-Za-z0-9]{4,5}){2,4}"
 )
-_NOT_A_VALUE = re.compile(
+_NOT_A_VALUE = LazyPattern(
     r"v?[0-9]+(?:\.[0-9]+)+[a-z]*"  # a version, a voltage: "2.31.0", "3.3V"
     r"|[0-9]{4}-[0-9]{2}-[0-9]{2}.*"  # a date
     r"|[0-9]{1,2}:[0-9]{2}.*"  # a time
 )
-_UNIT_AFTER = re.compile(
+_UNIT_AFTER = LazyPattern(
     r"[ \t]*(?:\+|-|or|to)?[ \t]*(?:digits?|characters?|chars?|letters?|numbers?|words?"
     r"|days?|hours?|minutes?|weeks?|months?|years?|times?|attempts?|tries)\b"
 )
-_CLAUSE_END = re.compile(r"[ \t]*(?:[.!;,)]|\Z)")
-_APP_PASSWORD = re.compile(r"[a-z]{4}(?: [a-z]{4}){3}(?![A-Za-z0-9])")
-_HEX = re.compile(r"(?:0x)?[0-9a-f]{16,}")
-_WORDS_AND_A_NUMBER = re.compile(r"(?=.*-[0-9]+(?:-|\Z))[a-z]+(?:-[a-z0-9]+){3,}")
+_CLAUSE_END = LazyPattern(r"[ \t]*(?:[.!;,)]|\Z)")
+_APP_PASSWORD = LazyPattern(r"[a-z]{4}(?: [a-z]{4}){3}(?![A-Za-z0-9])")
+_HEX = LazyPattern(r"(?:0x)?[0-9a-f]{16,}")
+_WORDS_AND_A_NUMBER = LazyPattern(r"(?=.*-[0-9]+(?:-|\Z))[a-z]+(?:-[a-z0-9]+){3,}")
 
 
 def _prose_secret(value: str, quoted: bool, code: bool) -> bool:
@@ -313,7 +312,7 @@ def _prose_secrets(text: str, low: str, spans: list[tuple[int, int]], found: set
 
 
 # `curl -u admin:S3cr3tPass https://...`: a password after the user name of -u/--user.
-_CURL_USER_RE = re.compile(
+_CURL_USER_RE = LazyPattern(
     r"(?<![\w.-])curl\b[^\n|;&]*?[ \t](?:-u|--user)(?:[ \t]+|=)[\"']?[^\s:\"'$]+:"
     r"(?P<v>[^\s\"'@]+)"
 )
@@ -329,14 +328,14 @@ def _curl_password(text: str, spans: list[tuple[int, int]], found: set[str]) -> 
 
 
 # `docker login -u deploy -p S3cr3t!Pass`, `sshpass -p 'S3cret!x9' ssh host`.
-_LOGIN_PW_RE = re.compile(
+_LOGIN_PW_RE = LazyPattern(
     r"(?<![\w.-])(?:(?:docker|podman|helm)[ \t]+(?:registry[ \t]+)?login\b[^\n|;&]*?[ \t]"
     r"(?:-p|--password)(?:[ \t]+|=)|sshpass[ \t]+-p[ \t]*)"
     r"(?:\"(?P<dq>[^\"\s]+)\"|'(?P<sq>[^'\s]+)'|(?P<bare>[^\s;|&`<>]+))"
 )
 # "credentials: admin / Xy7$kk2!q", "smtp login: bot@example.com / M4il!Pass", "login
 # admin:Xy7$kk2!q": a user name, "/" or ":", a password that mixes 3 character classes.
-_USER_PW_RE = re.compile(
+_USER_PW_RE = LazyPattern(
     r"(?<![a-z0-9_-])(?:credentials?|creds|login|log[ \t]+in)(?:[ \t]+(?:is|are)|[ \t]*[:=])?"
     r"[ \t]*[^\s/:\"'`]+(?:[ \t]*/[ \t]*|:)(?P<v>[^\s\"'`]+)"
 )

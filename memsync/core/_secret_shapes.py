@@ -8,10 +8,11 @@ the design notes are in `memsync.core.secrets`' docstring.
 from __future__ import annotations
 
 import binascii
-import re
 from base64 import urlsafe_b64decode
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from memsync.core.lazyre import LazyPattern
 
 _BEARER = "bearer token"
 _BASIC = "basic auth header"
@@ -57,7 +58,7 @@ class _Detector:
     set) holds."""
 
     name: str
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     anchor: str
     """A regex matching wherever `pattern` can. Each of its branches starts with a literal
     character rare in prose ("_", "-", "J", ...) and checks the rest with a look-behind;
@@ -90,7 +91,7 @@ _DETECTORS = (
         "private key block",
         # Key material must follow the header: naming the header in prose is not a key.
         # Newlines may be real or, in a raw JSON line, the two characters "\\n".
-        re.compile(
+        LazyPattern(
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[nr])*"
             r"(?:Proc-Type:|Version:|Comment:|(?P<v>[A-Za-z0-9+/=]{20,}))"
         ),
@@ -100,13 +101,13 @@ _DETECTORS = (
     ),
     _Detector(
         "AWS access key id",
-        re.compile(_B + r"(?:AKIA|ASIA)(?P<v>[A-Z0-9]{16})" + _E),
+        LazyPattern(_B + r"(?:AKIA|ASIA)(?P<v>[A-Z0-9]{16})" + _E),
         r"A[KS]IA",
         ("AKIA", "ASIA"),
     ),
     _Detector(
         "AWS secret access key",
-        re.compile(
+        LazyPattern(
             r"(?i)aws[_-]secret[_-](?:access[_-])?key\\?[\"']?\s*(?:=|:)\s*\\?[\"']?"
             r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
         ),
@@ -117,7 +118,7 @@ _DETECTORS = (
     ),
     _Detector(
         "GitHub token",
-        re.compile(
+        LazyPattern(
             _B + r"(?:gh[pousr]_(?P<v>[A-Za-z0-9]{36,251})|github_pat_[A-Za-z0-9_]{60,251})" + _E
         ),
         r"_(?<=\bgh[pousr]_)|_(?<=\bgithub_)pat_",
@@ -126,7 +127,7 @@ _DETECTORS = (
     ),
     _Detector(
         "GitLab token",
-        re.compile(_B + r"gl(?:pat|dt|rt|ptt|soat|oas)-(?P<v>[A-Za-z0-9_-]{20,})"),
+        LazyPattern(_B + r"gl(?:pat|dt|rt|ptt|soat|oas)-(?P<v>[A-Za-z0-9_-]{20,})"),
         r"-(?<=\bglpat-)|-(?<=\bgldt-)|-(?<=\bglrt-)|-(?<=\bglptt-)|-(?<=\bglsoat-)|-(?<=\bgloas-)",
         ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "gloas-"),
         classes=2,
@@ -134,13 +135,13 @@ _DETECTORS = (
     _Detector(
         "Slack token",
         # Slack tokens carry numeric team/user ids: xoxb-<digits>-<digits>-<random>.
-        re.compile(_B + r"xox[abeprs]-(?:[0-9]+-)+(?P<v>[A-Za-z0-9]{8,})"),
+        LazyPattern(_B + r"xox[abeprs]-(?:[0-9]+-)+(?P<v>[A-Za-z0-9]{8,})"),
         r"-(?<=\bxox[abeprs]-)",
         ("xox",),
     ),
     _Detector(
         "Slack webhook URL",
-        re.compile(
+        LazyPattern(
             r"(?i)https://hooks\.slack\.com/(?:services|workflows|triggers)/"
             r"(?P<v>[A-Za-z0-9_/-]{20,})"
         ),
@@ -151,14 +152,14 @@ _DETECTORS = (
     ),
     _Detector(
         "Stripe secret key",
-        re.compile(_B + r"(?:[sr]k_(?:live|test)|whsec)_(?P<v>[A-Za-z0-9]{16,})" + _E),
+        LazyPattern(_B + r"(?:[sr]k_(?:live|test)|whsec)_(?P<v>[A-Za-z0-9]{16,})" + _E),
         r"_(?:live|test)_(?<=\b[sr]k_live_|\b[sr]k_test_)|_(?<=\bwhsec_)",
         ("k_live_", "k_test_", "whsec_"),
         classes=2,
     ),
     _Detector(
         "Anthropic API key",
-        re.compile(_B + r"sk-ant-(?:[a-z]+[0-9]{2}-)?(?P<v>[A-Za-z0-9_-]{32,})"),
+        LazyPattern(_B + r"sk-ant-(?:[a-z]+[0-9]{2}-)?(?P<v>[A-Za-z0-9_-]{32,})"),
         r"-(?<=\bsk-)ant-",
         ("sk-ant-",),
         classes=3,
@@ -167,42 +168,42 @@ _DETECTORS = (
         "OpenAI API key",
         # Legacy keys are sk-<48 alphanumerics>, newer ones sk-proj-<long base64url>; both
         # mix upper, lower and digits, which "sk-learn-compatible-estimator-..." does not.
-        re.compile(_B + r"sk-(?!ant-)(?:(?:proj|svcacct|admin)-)?(?P<v>[A-Za-z0-9_-]{32,})"),
+        LazyPattern(_B + r"sk-(?!ant-)(?:(?:proj|svcacct|admin)-)?(?P<v>[A-Za-z0-9_-]{32,})"),
         r"-(?<=\bsk-)",
         ("sk-",),
         classes=3,
     ),
     _Detector(
         "Google API key",
-        re.compile(_B + r"AIza(?P<v>[A-Za-z0-9_-]{35})(?![A-Za-z0-9_-])"),
+        LazyPattern(_B + r"AIza(?P<v>[A-Za-z0-9_-]{35})(?![A-Za-z0-9_-])"),
         r"AIza",
         ("AIza",),
         classes=2,
     ),
     _Detector(
         "npm token",
-        re.compile(_B + r"npm_(?P<v>[A-Za-z0-9]{36})" + _E),
+        LazyPattern(_B + r"npm_(?P<v>[A-Za-z0-9]{36})" + _E),
         r"_(?<=\bnpm_)",
         ("npm_",),
         classes=2,
     ),
     _Detector(
         "SendGrid API key",
-        re.compile(_B + r"SG\.(?P<v>[A-Za-z0-9_-]{16,32})\.[A-Za-z0-9_-]{24,64}(?![A-Za-z0-9_-])"),
+        LazyPattern(_B + r"SG\.(?P<v>[A-Za-z0-9_-]{16,32})\.[A-Za-z0-9_-]{24,64}(?![A-Za-z0-9_-])"),
         r"SG\.",
         ("SG.",),
         classes=2,
     ),
     _Detector(
         "Twilio API key",
-        re.compile(r"(?<![A-Za-z0-9_])SK(?P<v>[0-9a-f]{32})" + _E),
+        LazyPattern(r"(?<![A-Za-z0-9_])SK(?P<v>[0-9a-f]{32})" + _E),
         r"SK[0-9a-f]",
         ("SK",),
         classes=2,
     ),
     _Detector(
         "Hugging Face token",
-        re.compile(_B + r"hf_(?P<v>[A-Za-z0-9]{30,})" + _E),
+        LazyPattern(_B + r"hf_(?P<v>[A-Za-z0-9]{30,})" + _E),
         r"_(?<=\bhf_)",
         ("hf_",),
         classes=2,
@@ -211,7 +212,7 @@ _DETECTORS = (
         "Azure access key",
         # Storage, Service Bus and Event Hubs connection strings: AccountKey=<88 base64>,
         # SharedAccessKey=<44 base64>. "AccountKey=<your key>" has no base64 to match.
-        re.compile(
+        LazyPattern(
             r"(?:AccountKey|SharedAccessKey)=(?P<v>[A-Za-z0-9+/]{30,100}={0,2})(?![A-Za-z0-9+/=])"
         ),
         r"=(?<=ccountKey=)|=(?<=AccessKey=)",
@@ -222,7 +223,7 @@ _DETECTORS = (
         "Azure SAS signature",
         # A shared access signature (URL or SharedAccessSignature=...) always has "sv=" (the
         # service version) and signs with "sig=" (base64 HMAC, usually URL-encoded).
-        re.compile(r"(?<=[?&;])sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:=|%3[Dd]){0,2})"),
+        LazyPattern(r"(?<=[?&;])sig=(?P<v>[A-Za-z0-9%+/]{30,}(?:=|%3[Dd]){0,2})"),
         r"=(?<=[?&;]sig=)",
         ("sv=",),
         classes=3,
@@ -230,7 +231,7 @@ _DETECTORS = (
     _Detector(
         "Telegram bot token",
         # <bot id>:<35 base64url characters>; the secret part starts with "AA".
-        re.compile(r"(?<![0-9A-Za-z_:])[0-9]{5,12}:(?P<v>AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"),
+        LazyPattern(r"(?<![0-9A-Za-z_:])[0-9]{5,12}:(?P<v>AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"),
         r":(?<=[0-9]:)AA",
         (":AA",),
         classes=2,
@@ -239,7 +240,7 @@ _DETECTORS = (
         "Discord bot token",
         # <base64 of the bot's numeric id>.<timestamp>.<HMAC>: the id's digits encode to
         # "MT", "Nz", "OD"... and the part must decode to 17-20 digits.
-        re.compile(
+        LazyPattern(
             _B + r"(?P<v>(?:M[Tjz]|N[DTjz]|O[DT])[A-Za-z0-9_-]{21,25})\.[A-Za-z0-9_-]{6,7}"
             r"\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])"
         ),
@@ -250,14 +251,14 @@ _DETECTORS = (
     ),
     _Detector(
         "Shopify token",
-        re.compile(_B + r"shp(?:at|ca|pa|ss)_(?P<v>[a-fA-F0-9]{32})" + _E),
+        LazyPattern(_B + r"shp(?:at|ca|pa|ss)_(?P<v>[a-fA-F0-9]{32})" + _E),
         r"_(?<=\bshpat_)|_(?<=\bshpca_)|_(?<=\bshppa_)|_(?<=\bshpss_)",
         ("shpat_", "shpca_", "shppa_", "shpss_"),
         classes=2,
     ),
     _Detector(
         "DigitalOcean token",
-        re.compile(_B + r"do[opr]_v1_(?P<v>[a-f0-9]{64})" + _E),
+        LazyPattern(_B + r"do[opr]_v1_(?P<v>[a-f0-9]{64})" + _E),
         r"_(?<=\bdoo_)v1_|_(?<=\bdop_)v1_|_(?<=\bdor_)v1_",
         ("_v1_",),
         classes=2,
@@ -265,14 +266,14 @@ _DETECTORS = (
     _Detector(
         "PyPI token",
         # A macaroon: "pypi-AgE" then base64 of the "pypi.org" location and caveats.
-        re.compile(_B + r"pypi-AgE(?P<v>[A-Za-z0-9_-]{50,})"),
+        LazyPattern(_B + r"pypi-AgE(?P<v>[A-Za-z0-9_-]{50,})"),
         r"-(?<=\bpypi-)AgE",
         ("pypi-AgE",),
         classes=3,
     ),
     _Detector(
         "Mailgun API key",
-        re.compile(_B + r"key-(?P<v>[0-9a-z]{32})" + _E),
+        LazyPattern(_B + r"key-(?P<v>[0-9a-z]{32})" + _E),
         r"-(?<=\bkey-)",
         ("key-",),
         classes=2,
@@ -281,7 +282,7 @@ _DETECTORS = (
         "memsync hub key",
         # `memsync key show` prints a hub encryption key as msk1-<43 base64url characters>
         # (issue 24, item 5): anyone holding it reads every encrypted hub.
-        re.compile(_B + r"msk1-(?P<v>[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"),
+        LazyPattern(_B + r"msk1-(?P<v>[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"),
         r"-(?<=\bmsk1-)",
         ("msk1-",),
         classes=2,
@@ -289,7 +290,7 @@ _DETECTORS = (
     _Detector(
         "JSON Web Token",
         # The header and payload are base64url JSON objects, so both start with "eyJ" ('{"').
-        re.compile(_B + r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.(?:[A-Za-z0-9_-]{10,})?"),
+        LazyPattern(_B + r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.(?:[A-Za-z0-9_-]{10,})?"),
         r"J(?<=\beyJ)",
         ("eyJ",),
     ),
@@ -308,7 +309,7 @@ _PROSE_ANCHORS = (
     r"`(?<=[:=]`)",
     r"`(?<=[ \t][ \t]`)",
 )
-_PREFILTER = re.compile("|".join((*(d.anchor for d in _DETECTORS), *_PROSE_ANCHORS)))
+_PREFILTER = LazyPattern("|".join((*(d.anchor for d in _DETECTORS), *_PROSE_ANCHORS)))
 
 SECRET_KINDS = (
     *(d.name for d in _DETECTORS),

@@ -8,9 +8,8 @@ Private: split out of `secrets.py` by responsibility (issue 24); the design note
 
 from __future__ import annotations
 
-import re
-
 from memsync.core._secret_shapes import _DIGIT, _classes
+from memsync.core.lazyre import LazyPattern
 
 # Word tables keep several words per line.
 # fmt: off
@@ -41,16 +40,16 @@ _PLACEHOLDER_MARKS = frozenset(
     ("your", "yours", "example", "placeholder", "redacted", "dummy", "xxx")
 )
 _PLACEHOLDER_INFIXES = ("password", "passwd", "secret", "token", "credential", "sample")
-_SPLIT_PARTS = re.compile(r"[_\-.\s]+")
-_WORDISH = re.compile(r"[A-Za-z_-]+\Z")
-_CAMEL_HUMP = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_SPLIT_PARTS = LazyPattern(r"[_\-.\s]+")
+_WORDISH = LazyPattern(r"[A-Za-z_-]+\Z")
+_CAMEL_HUMP = LazyPattern(r"(?<=[a-z])(?=[A-Z])")
 _REFERENCE_PREFIXES = (
     "env:", "vault:", "file:", "secret:", "secrets:", "ssm:", "sops:", "keyring:", "arn:",
     "kms:", "gcp:", "azure:", "k8s:",
 )
 # fmt: on
-_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
-_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
+_DOTTED_NAME = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
+_ENV_NAME = LazyPattern(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
 _MASK_CHARS = frozenset("*xX•·.#?-_ ")
 _TRAILING = ".,;:!?)]}>"
 

@@ -66,7 +66,6 @@ Decisions on borderline values (pinned by tests/core/test_secrets.py):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -94,6 +93,7 @@ from memsync.core._secret_shapes import (
     _plausible,
 )
 from memsync.core._secret_values import _TRAILING, _is_placeholder, _looks_random, _overlaps
+from memsync.core.lazyre import LazyPattern
 
 __all__ = ["SECRET_KINDS", "find_secrets", "record_secrets"]
 
@@ -101,16 +101,16 @@ __all__ = ["SECRET_KINDS", "find_secrets", "record_secrets"]
 # The key parts of these patterns run on `text.lower()` without (?i): a case-insensitive
 # alternation defeats the regex engine's first-character scan and costs ~10x more.
 
-_BEARER_RE = re.compile(r"bearer[ \t]+")
-_AUTH_BEFORE_RE = re.compile(r"authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?\Z")
-_B64_TOKEN_RE = re.compile(r"[A-Za-z0-9._~+/-]+=*")
-_BASIC_RE = re.compile(r"authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?basic[ \t]+")
-_B64_RE = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
-_URL_CRED_RE = re.compile(r"://[^\s:/@?#]*:(?P<v>[^\s/@?#]+)@[A-Za-z0-9\[]")
+_BEARER_RE = LazyPattern(r"bearer[ \t]+")
+_AUTH_BEFORE_RE = LazyPattern(r"authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?\Z")
+_B64_TOKEN_RE = LazyPattern(r"[A-Za-z0-9._~+/-]+=*")
+_BASIC_RE = LazyPattern(r"authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?basic[ \t]+")
+_B64_RE = LazyPattern(r"[A-Za-z0-9+/]{8,}={0,2}")
+_URL_CRED_RE = LazyPattern(r"://[^\s:/@?#]*:(?P<v>[^\s/@?#]+)@[A-Za-z0-9\[]")
 
 # Assignments are found from their operator backwards: operators are rare in prose, while
 # a regex for the key names would try a match at nearly every letter of a sentence.
-_OPERATOR_RE = re.compile(r":=|=>|==?|:")
+_OPERATOR_RE = LazyPattern(r":=|=>|==?|:")
 _PW_NAMES = ("password", "passwd", "passphrase", "pwd")
 _KEY_NAMES = (*_PW_NAMES, "secret", "token", "credential", "credentials", "key")
 # "*key" names must have one of these words before "key" ("sort key: name" is no secret).
@@ -119,7 +119,7 @@ _KEY_NAMES = (*_PW_NAMES, "secret", "token", "credential", "credentials", "key")
 _KEY_OWNERS = (
     "api", "access", "auth", "private", "secret", "signing", "encryption", "master", "client",
 )
-_ASSIGNMENT_VALUE_RE = re.compile(
+_ASSIGNMENT_VALUE_RE = LazyPattern(
     r"(?P<sp>[ \t]*)(?:"
     r"\\?\"(?P<dq>[^\"\s\\]*)\\?\""  # "value", or \"value\" inside a raw JSON line
     r"|'(?P<sq>[^'\s]*)'"
