@@ -15,16 +15,18 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsync.core.prompt import scope_matches
 from memsync.core.records import Record
 from memsync.core.timestamps import format_ts
 from memsync.local.fresh import now_us
-from memsync.local.livecache import LiveCache, live_cache
 from memsync.local.statedir import StateDir, StateDirLike
 from memsync.local.storage import require_file
 from memsync.local.textindex import TextIndex, body_of, fts5_available, words
+
+if TYPE_CHECKING:
+    from memsync.local.livecache import LiveCache, live_cache
 
 __all__ = [
     "LiveCache",
@@ -37,6 +39,23 @@ __all__ = [
 ]
 
 DEFAULT_LIMIT = 10
+
+
+def __getattr__(name: str) -> Any:
+    """`LiveCache` and `live_cache`, imported when first asked for: the command line's
+    recall reads the persistent view and needs neither the cached view's fold nor what it
+    imports (about 50 modules, 20 ms of start-up)."""
+    if name in ("LiveCache", "live_cache"):
+        from memsync.local import livecache
+
+        return getattr(livecache, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _live_cache(path: Path) -> LiveCache:
+    from memsync.local.livecache import live_cache
+
+    return live_cache(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +176,12 @@ def recall(
     if use_fts is None:
         use_fts = fts5_available()
     if not use_fts:
-        return _scan(live_cache(p).records(now), query, flt, limit)
+        return _scan(_live_cache(p).records(now), query, flt, limit)
     if persistent:
         return _recall_stored(p, query, flt, limit, at, StateDir.of(state_dir))
     # The cache first: it copies in what a killed compaction left aside (rule 16), which
     # the text index then reads too.
-    with live_cache(p).reading() as (index, line):
+    with _live_cache(p).reading() as (index, line):
         fts = _text_index(p.resolve(), StateDir.of(state_dir).recall_index(p))
         fts.refresh()
         return _hits(fts, query, flt, limit, lambda rid: index.alive(rid, at), line)
@@ -174,8 +193,7 @@ def _recall_stored(
     """`recall` through the persistent view: the same checks of each candidate against
     the view (rules 8 to 11), the line of each read from the file. From its quick part
     when it is valid (each candidate one lookup, `viewranks`), else from the store."""
-    from memsync.local.drain import recover_after_crash  # not on a server's path
-    from memsync.local.located import located_index
+    from memsync.local.asides import asides_of
     from memsync.local.storage import errors_named, open_for_reading
     from memsync.local.viewranks import Damaged
     from memsync.local.viewranks_open import discard, store_quick
@@ -183,7 +201,10 @@ def _recall_stored(
 
     store = ViewStore(state)
     fts = _text_index(path.resolve(), state.recall_index(path))
-    recover_after_crash(path)  # lines a killed compaction left aside (rule 16)
+    if asides_of(path):  # lines a killed compaction left aside (rule 16)
+        from memsync.local.drain import recover_after_crash  # (start-up: nearly never)
+
+        recover_after_crash(path)
     fd = open_for_reading(path)
     try:
         with errors_named(path):
@@ -198,6 +219,8 @@ def _recall_stored(
                     discard(state.view_ranks(path))  # (the store answers, and writes one)
     finally:
         os.close(fd)
+    from memsync.local.located import located_index  # (start-up: the quick part answers)
+
     with located_index(path, store) as view:
         index = view.scan.index
         fts.refresh()
@@ -240,7 +263,7 @@ def warm(path: Path, state_dir: StateDir | None = None) -> None:
     """Bring the cached view and the FTS5 index of `path` up to date now, so that the
     first `recall` does not pay for reading a large file (a server calls it at start).
     `state_dir` None: the default state directory."""
-    live_cache(path).index()
+    _live_cache(path).index()
     if fts5_available():
         _text_index(path.resolve(), StateDir.of(state_dir).recall_index(path)).refresh()
 

@@ -7,7 +7,8 @@ reads nothing, and on a grown file reads only the new lines. It is read again fr
 when the file is not what was read: another inode or header generation (a compaction
 rewrote it, rule 15), shorter, or other bytes just before the offset read to.
 
-`FileIdentity` is that check, shared with the full-text index (`memsync.local.textindex`).
+`FileIdentity` is that check (`memsync.local.fileidentity`), shared with the full-text
+index (`memsync.local.textindex`).
 """
 
 from __future__ import annotations
@@ -17,73 +18,22 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from memsync.core.lines import Header, classify, without_bom
 from memsync.core.records import Described, Located, Record
 from memsync.core.view import Index, build_view
 from memsync.local.drain import recover_after_crash
-from memsync.local.fileindex import TAIL_BYTES, tail_hash
+from memsync.local.fileidentity import FileIdentity, identity_of, resumable
 from memsync.local.fresh import now_us
 from memsync.local.located import LocatedView, fold_forward, located_index
 from memsync.local.reading import ScanResult, no_gc, prompt_of, prompt_of_described
-from memsync.local.storage import open_for_reading, read_tail
+from memsync.local.storage import open_for_reading
 
 if TYPE_CHECKING:
     from memsync.local.viewstore import ViewStore
 
 __all__ = ["FileIdentity", "LiveCache", "identity_of", "live_cache", "resumable"]
-
-
-@dataclass(frozen=True, slots=True)
-class FileIdentity:
-    """Where a read of a file stopped, and what to check before resuming there: the
-    inode, the header's generation (new at each rewrite), and the hash of the bytes just
-    before the offset."""
-
-    ino: int
-    generation: str
-    offset: int
-    line: int
-    tail: bytes
-
-    def encode(self) -> str:
-        return f"{self.ino}:{self.generation}:{self.offset}:{self.line}:{self.tail.hex()}"
-
-    @classmethod
-    def decode(cls, text: str) -> FileIdentity:
-        ino, gen, offset, line, tail = text.split(":")
-        return cls(int(ino), gen, int(offset), int(line), bytes.fromhex(tail))
-
-
-def _generation(path: Path) -> str:
-    """The header's generation token, or "" (no header, or one without a token)."""
-    with open(path, "rb") as f:
-        first = f.readline(4096)
-    if not first.endswith(b"\n"):
-        return ""
-    try:
-        parsed = classify(without_bom(first.rstrip(b"\n")))  # rule 1
-    except ValueError:  # UnsupportedFormat: reading the file will say so
-        return ""
-    return (parsed.generation or "") if isinstance(parsed, Header) else ""
-
-
-def resumable(path: Path, seen: FileIdentity | None, st: os.stat_result) -> bool:
-    """Whether a read that stopped at `seen` may resume: same inode and generation, not
-    shorter, and the same bytes just before the offset (else the file was rewritten)."""
-    if seen is None or st.st_ino != seen.ino or st.st_size < seen.offset:
-        return False
-    if seen.offset and _generation(path) != seen.generation:
-        return False
-    return tail_hash(read_tail(path, seen.offset, TAIL_BYTES)) == seen.tail
-
-
-def identity_of(path: Path, ino: int, offset: int, line: int) -> FileIdentity:
-    gen = _generation(path) if offset else ""
-    return FileIdentity(ino, gen, offset, line, tail_hash(read_tail(path, offset, TAIL_BYTES)))
 
 
 class LiveCache:

@@ -4,7 +4,7 @@
 (text, tags and scope; porter stemming, so "retries" finds "retry"). It is brought up to
 date by reading only the bytes appended since the last refresh (appends and merges only
 ever append, SEMANTICS rules 13 and 14), and rebuilt from the start when the file is not
-what was indexed (`memsync.local.livecache.FileIdentity`). The index only proposes
+what was indexed (`memsync.local.fileidentity.FileIdentity`). The index only proposes
 candidates: `memsync.local.fulltext.recall` checks each against the view.
 """
 
@@ -23,7 +23,7 @@ import msgspec
 
 from memsync.core.lines import classify
 from memsync.core.records import Record
-from memsync.local.livecache import FileIdentity, identity_of, resumable
+from memsync.local.fileidentity import FileIdentity, identity_of, resumable
 from memsync.local.sqlitedb import connect
 from memsync.local.storage import private_dirs, read_chunks
 
