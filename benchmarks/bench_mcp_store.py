@@ -1,20 +1,26 @@
-"""Issue 20: the MCP server's reads (recall, the prompt resource) on a large file.
+"""Issue 20: the MCP server's calls on a large file, each after an append by another process.
 
-    python benchmarks/bench_mcp_store.py [--size 100k] [--rounds 20]
+    python benchmarks/bench_mcp_store.py [--size 100k] [--rounds 20] [--tree DIR]...
 
-On a copy of the file (genmem.py), in a fresh state directory, two server processes one
-after the other, each built and driven through the SDK's in-process client: the first
-`recall` (the first server: cold, the view and the recall index are built; the second,
-after `memsync add` appended one record: warm, as a host starting a new session finds the
-state directory), then `--rounds` rounds of: `memsync add` appends one record from another
-process, then one `recall` of a common word and one read of the global prompt resource.
-Prints for each server the first call's time, the median and the worst of the rounds'
-calls, and its peak RSS.
+On a copy of the file (genmem.py), in a fresh state directory whose persistent view a
+`memsync prompt --max-chars 4000` builds first (a warm store, as a host starting a new
+session finds it): one server process per `--tree` (a source tree of memsync, for example
+`git archive main | tar -x -C /tmp/base`; default: this one), all alive at once, each
+built and driven through the SDK's in-process client. Then `--rounds` rounds of: `memsync
+add` (this tree's) appends one record from another process, then each server in turn (the
+order alternates between rounds, so that load on the machine falls on every server alike)
+makes one call of each kind: `recall` of a common word, a read of the global prompt
+resource, `remember`, the `memory` prompt (after that append), `supersede` of what it
+remembered, `forget` of the new one. The servers write the same file, so each call follows appends by other
+processes. Prints per server the first call (start-up: the view read or built), and per
+call its median and p99 (with 20 rounds, p99 is the worst), then the server process's RSS
+now and at its peak.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -24,31 +30,70 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-import anyio
 from common import ROOT, memory
 
-sys.path.insert(0, str(ROOT))
+CALLS = ("recall", "prompt_resource", "remember", "memory_prompt", "supersede", "forget")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", default="100k")
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)  # a server's copy
+    ap.add_argument("--tree", action="append", default=None, help="memsync source tree")
+    ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)  # a server's file
     args = ap.parse_args()
-    if args.serve is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            file = Path(tmp) / "m.jsonl"
-            shutil.copyfile(memory(args.size), file)
-            env = {**os.environ, "XDG_STATE_HOME": str(Path(tmp) / "state")}
-            for which in ("cold", "warm"):
-                print(which, end=" ", flush=True)
-                cmd = [sys.executable, __file__, "--size", args.size, "--serve", str(file)]
-                subprocess.run([*cmd, "--rounds", str(args.rounds)], check=True, env=env)
-                _add(file, env)
+    trees = [Path(t).resolve() for t in (args.tree or [str(ROOT)])]
+    if args.serve is not None:
+        serve(Path(args.serve), trees[0])
         return
-    serve(Path(args.serve), args)
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "m.jsonl"
+        shutil.copyfile(memory(args.size), file)
+        env = {**os.environ, "XDG_STATE_HOME": str(Path(tmp) / "state")}
+        started = time.perf_counter()
+        cmd = [sys.executable, "-m", "memsync", "prompt", str(file), "--max-chars", "4000"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
+        print(f"{args.size}: store built by `prompt` in {time.perf_counter() - started:.1f} s")
+        servers = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--serve", str(file), "--tree", str(tree)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for tree in trees
+        ]
+        firsts = [_ask(s, "first") for s in servers]
+        times: list[dict[str, list[float]]] = [{c: [] for c in CALLS} for _ in servers]
+        for n in range(args.rounds):
+            _add(file, env)
+            order = list(range(len(servers)))
+            for i in order if n % 2 == 0 else order[::-1]:
+                for call, seconds in _ask(servers[i], "round").items():
+                    times[i][call].append(seconds)
+        for tree, server, first, got in zip(trees, servers, firsts, times, strict=True):
+            rss = _ask(server, "rss")
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait()
+            print(f"server of {tree}: first recall {first['recall'] * 1000:.0f} ms")
+            for call in CALLS:
+                ms = sorted(t * 1000 for t in got[call])
+                p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
+                print(f"  {call:<16} median {statistics.median(ms):7.1f} ms  p99 {p99:7.1f} ms")
+            print(f"  RSS now {rss['now']:.0f} MB, peak {rss['peak']:.0f} MB")
+
+
+def _ask(server: subprocess.Popen[str], what: str) -> dict[str, float]:
+    assert server.stdin is not None
+    assert server.stdout is not None
+    server.stdin.write(what + "\n")
+    server.stdin.flush()
+    answer: dict[str, float] = json.loads(server.stdout.readline())
+    return answer
 
 
 def _add(file: Path, env: dict[str, str]) -> None:
@@ -56,7 +101,10 @@ def _add(file: Path, env: dict[str, str]) -> None:
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
 
 
-def serve(file: Path, args: argparse.Namespace) -> None:
+def serve(file: Path, tree: Path) -> None:
+    """One server of the memsync in `tree`, answering the driver's requests on stdin."""
+    sys.path.insert(0, str(tree))
+    import anyio
     from mcp import Client
 
     from memsync.local.statedir import StateDir
@@ -64,31 +112,47 @@ def serve(file: Path, args: argparse.Namespace) -> None:
 
     server = build_server(file, "m", StateDir.of())
 
+    async def timed(what: Any) -> tuple[float, Any]:
+        started = time.perf_counter()
+        result = await what
+        return time.perf_counter() - started, result
+
     async def drive() -> None:
         async with Client(server) as client:
-            started = time.perf_counter()
-            await client.call_tool("recall", {"query": "retry"})
-            first = time.perf_counter() - started
-            recalls: list[float] = []
-            prompts: list[float] = []
-            for _ in range(args.rounds):
-                _add(file, dict(os.environ))
-                started = time.perf_counter()
-                await client.call_tool("recall", {"query": "retry"})
-                recalls.append(time.perf_counter() - started)
-                started = time.perf_counter()
-                await client.read_resource("memsync://m/prompt/global")
-                prompts.append(time.perf_counter() - started)
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(
-                f"{args.size}: first recall {first * 1000:.0f} ms; after each append: "
-                f"recall median {statistics.median(recalls) * 1000:.0f} ms, "
-                f"max {max(recalls) * 1000:.0f} ms; prompt resource median "
-                f"{statistics.median(prompts) * 1000:.0f} ms, max "
-                f"{max(prompts) * 1000:.0f} ms; peak RSS {rss:.0f} MB"
-            )
+            for request in sys.stdin:
+                answer: dict[str, float] = {}
+                if request.strip() == "first":
+                    answer["recall"], _ = await timed(client.call_tool("recall", {"query": "x"}))
+                elif request.strip() == "round":
+                    tool = client.call_tool
+                    answer["recall"], _ = await timed(tool("recall", {"query": "retry"}))
+                    read = client.read_resource("memsync://m/prompt/global")
+                    answer["prompt_resource"], _ = await timed(read)
+                    new = {"kind": "fact", "text": "bench"}
+                    answer["remember"], done = await timed(tool("remember", new))
+                    answer["memory_prompt"], _ = await timed(client.get_prompt("memory"))
+                    old = done.structured_content["id"]
+                    arg = {"id": old, "text": "bench, corrected"}
+                    answer["supersede"], done = await timed(tool("supersede", arg))
+                    arg = {"id": done.structured_content["id"]}
+                    answer["forget"], _ = await timed(tool("forget", arg))
+                else:
+                    answer["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                    answer["now"] = _rss_now()
+                print(json.dumps(answer), flush=True)
 
     anyio.run(drive)
+
+
+def _rss_now() -> float:
+    """The process's resident set now, in MB (Linux's /proc; else its peak)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 if __name__ == "__main__":
