@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from memsync.errors import InvalidRecord, SecretRefused, UnknownId, UsageError, 
 from memsync.local.asides import asides_of
 from memsync.local.foldcheck import carry_append
 from memsync.local.fresh import header_line, new_id, now_us
+from memsync.local.idscan import Known, Newest, naming, stored_newest
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.netfs import warn_if_network_fs
 from memsync.local.storage import (
@@ -302,7 +302,22 @@ class Memory:
                 the new entry is not: rule 10 would ignore its `supersedes`, so the write
                 would do nothing (issue 24, item 9).
         """
-        old = self._current(old_id)
+        return self.supersede_version(
+            self._current(old_id), old_id, text, kind=kind, now=now, **fields
+        )
+
+    def supersede_version(
+        self,
+        old: Record | None,
+        old_id: str,
+        text: str,
+        *,
+        kind: str | None = None,
+        now: int | datetime | None = None,
+        **fields: Any,
+    ) -> Entry:
+        """`supersede` given `old`, the current version of `old_id` (`Index.current`, rules
+        8 and 9) with its line, from the caller's view (a server's, issue 20): no scan."""
         if old is not None and not old.deleted and old.user and fields.get("source") != "user":
             raise UsageError(
                 f"{self.path}: entry {shown(old_id)} is what the person said (source "
@@ -327,9 +342,13 @@ class Memory:
         assert isinstance(model, Tombstone)
         return model
 
-    def forget_record(self, rid: str, *, now: int | datetime | None = None) -> Record:
-        """`forget`, returning the tombstone as a `Record` (no pydantic)."""
-        seen = self._newest_of(rid)
+    def forget_record(
+        self, rid: str, *, now: int | datetime | None = None, known: Known | None = None
+    ) -> Record:
+        """`forget`, returning the tombstone as a `Record` (no pydantic). `known`: what the
+        caller's view of the file holds of `rid` (a server's, issue 20; `Known`): then only
+        the bytes after it are scanned for `rid`."""
+        seen = self._newest_of(rid, None if known is None else Newest(*known))
         if seen.newest is None:
             raise UnknownId(str(self.path), rid)
         # The stamp's scan, under the lock, reads only what was appended since this one
@@ -372,7 +391,7 @@ class Memory:
         now: int | None,
         *,
         fresh_id: bool = False,
-        seen: _Newest | None = None,
+        seen: Newest | None = None,
     ) -> Record:
         """Stamp, validate (through the one validator, `classify`) and append one record.
         `fresh_id`: the id was just drawn at random, so no record of it can exist yet;
@@ -394,7 +413,7 @@ class Memory:
             carry_append(self.path, self.state_dir, before, len(line) + 1)
         return parsed
 
-    def _stamp(self, rid: str | None, now: int, seen: _Newest | None = None) -> int:
+    def _stamp(self, rid: str | None, now: int, seen: Newest | None = None) -> int:
         """The `created_at` for a new record of `rid`: `core.clock.next_stamp` over the
         stamps near the end of the file and the newest record of `rid`."""
         size = self.path.stat().st_size if self.path.exists() else 0
@@ -409,45 +428,35 @@ class Memory:
         newest = None if rid is None else self._newest_of(rid, seen).newest
         return next_stamp(now, recent, newest)
 
-    def _newest_of(self, rid: str, since: _Newest | None = None) -> _Newest:
+    def _newest_of(self, rid: str, since: Newest | None = None) -> Newest:
         """The newest `created_at` of any record of `rid`; scans only lines naming it.
         With `since` (an earlier scan for `rid`), only the bytes appended after it, when the
         file is the one it read (same inode, not shorter); else from where the file's
         persistent view stopped, when it has a valid one (issue 20); else the whole file."""
-        needle = msgspec.json.encode(rid)[1:-1]
         fd = open_for_reading(self.path)
         try:
             st = os.fstat(fd)
             start, newest = 0, None
             if since is not None and since.ino == st.st_ino and since.end <= st.st_size:
                 start, newest = since.end, since.newest
-            elif since is None and (stored := _stored_newest(self.path, fd, rid)) is not None:
+            elif since is None and (stored := stored_newest(self.path, fd, rid)) is not None:
                 newest, start = stored
             end = start
             for chunk in read_chunks_fd(fd, start):
                 end = chunk.end
-                if needle not in b"\n".join(chunk.lines):
-                    continue
-                for raw in chunk.lines:
-                    if needle in raw:
-                        rec = classify(raw, source=str(self.path))
-                        if type(rec) is Record and rec.id == rid:
-                            newest = rec.ts if newest is None else max(newest, rec.ts)
+                for rec in naming(chunk.lines, rid, str(self.path)):
+                    newest = rec.ts if newest is None else max(newest, rec.ts)
         finally:
             os.close(fd)
-        return _Newest(newest, st.st_ino, end)
+        return Newest(newest, st.st_ino, end)
 
     def _current(self, rid: str) -> Record | None:
         from memsync.core.view import Index
 
         index = Index()
-        needle = msgspec.json.encode(rid)[1:-1]
         for chunk in read_chunks(self.path):
-            for raw in chunk.lines:
-                if needle in raw:
-                    rec = classify(raw, source=str(self.path))
-                    if type(rec) is Record and rec.id == rid:
-                        index.add(rec)
+            for rec in naming(chunk.lines, rid, str(self.path)):
+                index.add(rec)
         return index.current(rid)
 
 
@@ -458,28 +467,6 @@ def _recover(path: Path) -> None:
         from memsync.local.drain import recover_after_crash
 
         recover_after_crash(path)
-
-
-def _stored_newest(path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
-    """`ViewStore.newest` in the default state directory, where the command line keeps
-    the persistent views; None without one (or when it cannot be read)."""
-    from memsync.local.statedir import StateDir  # not on `add`'s path (start-up)
-    from memsync.local.viewstore import ViewStore
-
-    try:
-        return ViewStore(StateDir.of()).newest(path, fd, rid)
-    except OSError:
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class _Newest:
-    """A scan of a file for one id: its newest `created_at` (None: no record), and the
-    file's inode and the offset the scan read to."""
-
-    newest: int | None
-    ino: int
-    end: int
 
 
 def _as_us(value: int | datetime | None) -> int | None:
