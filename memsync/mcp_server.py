@@ -35,6 +35,7 @@ from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
 from memsync.local.fulltext import recall, warm
 from memsync.local.livecache import live_cache
+from memsync.local.livequick import LiveQuick
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
 from memsync.local.targets import require_memory_target
@@ -203,10 +204,13 @@ def build_server(
     and `supersede` refuse any text holding one of `refused` (this machine's hub keys)."""
     require_memory_target(path)  # never JSON appended to notes.txt (issue 24, item 6)
     mem = Memory.open(path, refused=refused)
-    # The view this process keeps (recall, supersede's defaults, the prompt) starts from
-    # the file's persistent view in the state directory (issue 20): a server started on a
-    # large file reads the live lines and what was appended since, not every line.
-    live_cache(mem.path, ViewStore(StateDir.of(state_dir)))
+    store = ViewStore(StateDir.of(state_dir))
+    # The prompt, and supersede's and forget's questions about one id, come from the
+    # file's quick part in the state directory (issue 20), held between calls: a call
+    # after an append reads what was appended and the lines it shows, and the server holds
+    # no view of every id. Recall keeps this process's cache, started from the store.
+    view = LiveQuick(mem.path, store)
+    live_cache(mem.path, store)
     # The SDK runs sync tools in worker threads; one lock keeps this process's writes and
     # index refreshes in order (other processes are kept in order by the file's lock).
     lock = threading.Lock()
@@ -270,15 +274,14 @@ def build_server(
         "user" (it is never carried over unasked)."""
         try:
             with lock:
-                with live_cache(mem.path).reading() as (index, line):
-                    old = index.current(id)
-                    raw = line(old) if old is not None and not old.deleted else b""
-                was: dict[str, Any] = msgspec.json.decode(raw) if raw else {}
+                old = view.current(id)
+                was: dict[str, Any] = msgspec.json.decode(old.raw) if old is not None else {}
                 # Carry the old entry's source, except the person's: rule 10 would ignore an
                 # inferred supersession of it, and `Memory.supersede` refuses it with the
                 # reason; claiming the person said the correction is the caller's call.
                 carried = was.get("source") if was.get("source") != "user" else None
-                e = mem.supersede(
+                e = mem.supersede_version(
+                    old,
                     id,
                     text,
                     kind=kind,
@@ -300,10 +303,10 @@ def build_server(
         """Delete entry `id` on every machine (a tombstone that syncs)."""
         try:
             with lock:
-                t = mem.forget(id)
+                t = mem.forget_record(id, known=view.newest(id))
         except MemsyncError as exc:
             return _refused(exc)
-        return _ok(Forgotten(id=t.id, created_at=format_ts(_us(t.created_at))))
+        return _ok(Forgotten(id=t.id, created_at=format_ts(t.ts)))
 
     @server.tool(
         name="recall",
@@ -346,9 +349,9 @@ def build_server(
     where = quote(name, safe="")
 
     def _prompt_block(scope: str | None, max_chars: int) -> str:
-        # Rendered again only when the file changed (LiveCache.prompt): the resource and
+        # Rendered again only when the file changed (LiveQuick.prompt): the resource and
         # the prompt on an unchanged file cost nothing the second time.
-        return live_cache(mem.path).prompt(scope, max_chars, markdown=True)
+        return view.prompt(scope, max_chars, markdown=True)
 
     @server.resource(
         f"memsync://{where}/prompt/{{scope}}",

@@ -228,9 +228,9 @@ class Quick:
         ]
         return max(found) if found else None
 
-    def alive(self, rid: str, now: int) -> Located | None:
-        """The live current version of `rid` at `now` (rules 8 to 11), from its stored
-        versions and the records appended since. Raises Damaged."""
+    def versions(self, rid: str) -> Index:
+        """The summary of `rid` alone (rules 8 to 10): its stored versions and supersession
+        bits, and the records of it appended since, as `Located` ones. Raises Damaged."""
         index = Index(line=self.line)
         row = self.row_of(rid)
         if row is not None:
@@ -239,7 +239,29 @@ class Quick:
             index.add(rec)
         if sup := self.sup.get(rid, 0):
             index.superseded[rid] = index.superseded.get(rid, 0) | sup
-        return cast(Located | None, index.alive(rid, now))  # it holds only `Located` ones
+        return index
+
+    def alive(self, rid: str, now: int) -> Located | None:
+        """The live current version of `rid` at `now` (rules 8 to 11), from its stored
+        versions and the records appended since. Raises Damaged."""
+        return cast(Located | None, self.versions(rid).alive(rid, now))  # only `Located`
+
+    def next_expiry(self, now: int) -> int | None:
+        """The first instant after `now` at which an entry of the order or a record
+        appended since expires (None: none will): until then a block at `now` stays the
+        block (rule 11: time changes the view only by expiry). Raises Damaged."""
+        col = self._cols["e_exp"]
+        lo, hi = 0, len(col)
+        while lo < hi:  # the first expiry after `now` (the column is by instant)
+            mid = (lo + hi) // 2
+            if self._get("e_exp", mid) <= now:
+                lo = mid + 1
+            else:
+                hi = mid
+        found = [self._get("e_exp", lo)] if lo < len(col) else []
+        for recs in self.by_id.values():
+            found.extend(r.expires for r in recs if r.expires is not None and r.expires > now)
+        return min(found, default=None)
 
     def line(self, rec: Located | Any) -> bytes:
         """The line of a record of the memory file (read again from where it lies)."""

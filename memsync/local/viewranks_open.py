@@ -35,6 +35,7 @@ from memsync.local.viewranks import (
 __all__ = [
     "Stores",
     "discard",
+    "fold_since",
     "head_size",
     "newest_stored",
     "open_quick",
@@ -224,10 +225,19 @@ def _parse(mm: mmap.mmap, name: str) -> Quick | None:
 def _fold_tail(quick: Quick, fd: int, name: str) -> None:
     """The records and bad lines of the complete lines after what `quick` folded, as
     `located._fold` reads them (a record's `at` packs where its line is)."""
+    fold_since(quick, fd, name, quick.head.size, quick.head.line)
+
+
+def fold_since(quick: Quick, fd: int, name: str, offset: int, line: int) -> tuple[int, int]:
+    """Fold into `quick` the complete lines of the file open as `fd` from `offset` (line
+    number `line`) on: what `quick` folded must end there. Returns where the complete
+    lines end and the next line's number (a long-lived reader folds from there next)."""
     from memsync.local.reading import is_header  # (start-up: `forget` folds no line)
     from memsync.local.storage import read_chunks_fd
 
-    for chunk in read_chunks_fd(fd, quick.head.size, quick.head.line):
+    end = offset
+    for chunk in read_chunks_fd(fd, offset, line):
+        end, line = chunk.end, chunk.first_line + len(chunk.lines)
         lines = chunk.lines
         if chunk.first_line == 1 and lines and not is_header(lines[0]):
             quick.headerless = [name]  # (a file that was empty when it was written)
@@ -243,3 +253,4 @@ def _fold_tail(quick: Quick, fd: int, name: str) -> None:
             if rec.supersedes is not None and not rec.deleted:
                 bit = SUPERSEDED_BY_USER if rec.user else SUPERSEDED_BY_INFERRED
                 quick.sup[rec.supersedes] = quick.sup.get(rec.supersedes, 0) | bit
+    return end, line

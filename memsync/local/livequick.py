@@ -1,0 +1,220 @@
+"""A long-lived reader's quick part of one memory file (issue 20): the MCP server's view.
+
+The server's prompt block, and what `supersede` and `forget` ask of one id, come from the
+file's quick part (`memsync.local.viewranks`), kept open (mapped) between calls, with the
+lines appended since folded into it at each call: a call after an append reads the new
+lines and the lines its answer shows, not the file, and the server holds no view of every
+id (its memory is that of the pages of the quick part it read and of the appended lines).
+
+The quick part is opened again (its header and its digest of every folded byte checked,
+`viewranks_open.open_quick`) only when the file is not what it read (another inode or
+header generation, shorter, other bytes just before where it stopped:
+`livecache.resumable`) or when more than the store's `save_after` bytes were appended
+since it was written. Where it cannot answer (a file under `ViewStore.min_bytes`, a budget
+under `MIN_BUDGET`, a `now` before it was written, no valid or a damaged quick part) the
+fold answers, as `memsync prompt` does, and writes the store again when due: the next
+call then has a quick part.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import msgspec
+
+from memsync.core.records import Record
+from memsync.local.asides import asides_of
+from memsync.local.fresh import now_us
+from memsync.local.livecache import FileIdentity, identity_of, resumable
+from memsync.local.storage import errors_named, open_for_reading, read_chunks_fd
+from memsync.local.viewranks import MIN_BUDGET, Damaged, Quick
+from memsync.local.viewranks_open import discard, fold_since, open_quick
+from memsync.local.viewstore import ViewStore
+
+__all__ = ["LiveQuick", "Newest"]
+
+Newest = tuple[int | None, int, int]
+"""What a reader knows of one id: its newest `created_at` (None: no record), in the first
+`end` bytes of the file of inode `ino`: (newest, ino, end)."""
+
+
+class LiveQuick:
+    """The quick part of memory file `path` in `store`, held between calls and folded
+    forward as the file grows. Thread-safe; each call opens the file and closes it."""
+
+    def __init__(self, path: Path, store: ViewStore) -> None:
+        self.path = path
+        self.store = store
+        self._lock = threading.Lock()
+        self._quick: Quick | None = None
+        self._seen: FileIdentity | None = None
+        self._stat: tuple[int, int, int] | None = None
+        self.opened = 0
+        """How many times the quick part was opened (its digest checked): once, then again
+        only after a rewrite of the file or `save_after` bytes appended."""
+        # The last blocks rendered, by (scope, max_chars, markdown): with the file's
+        # identity and size they were rendered at, and the next expiry (rule 11).
+        self._rendered: dict[tuple[str | None, int, bool], tuple[object, int | None, str]] = {}
+
+    def prompt(
+        self, scope: str | None, max_chars: int, *, markdown: bool = False, now: int | None = None
+    ) -> str:
+        """The memory block for a task in `scope` at `now` (default: the local clock), the
+        one `reading.prompt_of` renders from a fold of the whole file, rendered again only
+        when the file changed or an entry expired since the last one (rule 11). Raises
+        OSError naming the file, UnsupportedFormat (rule 2)."""
+        now = now_us() if now is None else now
+        key = (scope, max_chars, markdown)
+        with self._lock:
+            fd = self._open()
+            try:
+                with errors_named(self.path):
+                    quick = self._refresh(fd) if max_chars >= MIN_BUDGET else None
+                    if quick is not None:
+                        hit = self._rendered.get(key)
+                        if hit is not None and hit[0] == self._stat and _before(now, hit[1]):
+                            return hit[2]
+                        try:
+                            text = quick.prompt(scope, max_chars, now, markdown=markdown)
+                            until = quick.next_expiry(now)
+                        except Damaged:
+                            self._damaged()
+                            text = None
+                        if text is not None:
+                            if len(self._rendered) >= 64:  # many scopes: bounded memory
+                                self._rendered.clear()
+                            self._rendered[key] = (self._stat, until, text)
+                            return text
+            finally:
+                os.close(fd)
+            return self._folded(scope, max_chars, now, markdown)
+
+    def current(self, rid: str) -> Record | None:
+        """The current version of `rid` (rules 8 and 9, `Index.current`: before
+        supersession and expiry), holding its line; None when every version is deleted
+        or there is none. Raises OSError naming the file."""
+        with self._lock:
+            fd = self._open()
+            try:
+                with errors_named(self.path):
+                    quick = self._refresh(fd)
+                    if quick is not None:
+                        try:
+                            rec = quick.versions(rid).current(rid)
+                        except Damaged:
+                            self._damaged()
+                        else:
+                            if rec is None:
+                                return None
+                            raw = quick.line(rec)
+                            return Record(
+                                raw, rid, rec.ts, rec.deleted, rec.user, None, rec.expires
+                            )
+                    return _scanned(fd, str(self.path), rid)
+            finally:
+                os.close(fd)
+
+    def newest(self, rid: str) -> Newest | None:
+        """The newest `created_at` of any record of `rid` in what the quick part and the
+        lines folded since hold, with the inode and where they end (`Memory.forget` reads
+        only what was appended after); None without a quick part."""
+        with self._lock:
+            fd = self._open()
+            try:
+                with errors_named(self.path):
+                    quick = self._refresh(fd)
+                    if quick is None or self._seen is None:
+                        return None
+                    try:
+                        stored = quick.newest_stored(rid)
+                    except Damaged:
+                        self._damaged()
+                        return None
+                    found = [r.ts for r in quick.by_id.get(rid, ())]
+                    if stored is not None:
+                        found.append(stored)
+                    return max(found, default=None), self._seen.ino, self._seen.offset
+            finally:
+                os.close(fd)
+
+    def _open(self) -> int:
+        if asides_of(self.path):  # lines a killed compaction left aside (rule 16)
+            from memsync.local.drain import recover_after_crash  # (nearly never)
+
+            recover_after_crash(self.path)
+        return open_for_reading(self.path)
+
+    def _refresh(self, fd: int) -> Quick | None:
+        """The quick part of the file open as `fd`, with every complete line folded: the
+        one held, folded forward past what it read, when the file only grew since (and at
+        most `save_after` bytes past the quick part); else opened again; None when there
+        is no valid one."""
+        st = os.fstat(fd)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        quick, seen, name = self._quick, self._seen, str(self.path)
+        if quick is not None and seen is not None:
+            quick.fd = fd
+            if key == self._stat:
+                return quick
+            behind = st.st_size - quick.head.size
+            if behind <= self.store.save_after and resumable(self.path, seen, st):
+                end, line = fold_since(quick, fd, name, seen.offset, seen.line)
+                self._seen = identity_of(self.path, st.st_ino, end, line)
+                self._stat = key
+                return quick
+        self._quick = self._seen = self._stat = None
+        if st.st_size < self.store.min_bytes:
+            return None
+        state, limit = self.store.state, self.store.save_after
+        ranks, note = state.view_ranks(self.path), state.view_seen(self.path)
+        quick = open_quick(ranks, note, self.path, fd, name, limit, fold=False)
+        if quick is None:
+            return None
+        self.opened += 1
+        end, line = fold_since(quick, fd, name, quick.head.size, quick.head.line)
+        self._quick, self._stat = quick, key
+        self._seen = identity_of(self.path, st.st_ino, end, line)
+        return quick
+
+    def _damaged(self) -> None:
+        """A block of the quick part is not what was written: removed (the fold that
+        answers instead writes it again), and not held."""
+        discard(self.store.state.view_ranks(self.path))
+        self._quick = self._seen = self._stat = None
+
+    def _folded(self, scope: str | None, max_chars: int, now: int, markdown: bool) -> str:
+        """The block from a fold (through the store, which it writes again when due; a
+        quick part held stays valid: it is of the file's first bytes)."""
+        from memsync.local.located import located_view
+        from memsync.local.reading import prompt_of, prompt_of_described
+
+        with located_view([self.path], now, self.store) as view:
+            if not view.resumed:
+                return prompt_of(view.records, scope, max_chars, view.lines(), markdown=markdown)
+            return prompt_of_described(
+                view.records, scope, max_chars, view.line, view.length, markdown=markdown
+            )
+
+
+def _before(now: int, until: int | None) -> bool:
+    return until is None or now < until
+
+
+def _scanned(fd: int, name: str, rid: str) -> Record | None:
+    """`current` by a scan of the lines naming `rid` (no quick part: a small file)."""
+    from memsync.core.lines import classify
+    from memsync.core.view import Index
+
+    index = Index()
+    needle = msgspec.json.encode(rid)[1:-1]
+    for chunk in read_chunks_fd(fd):
+        if needle not in chunk.data:
+            continue
+        for raw in chunk.lines:
+            if needle in raw:
+                rec = classify(raw, source=name)
+                if type(rec) is Record and rec.id == rid:
+                    index.add(rec)
+    return index.current(rid)
