@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import subprocess
 from pathlib import Path
 
 __all__ = [
@@ -69,6 +68,8 @@ def _mount_table(mounts_file: Path | None) -> list[tuple[str, str]] | None:
         pass  # no /proc: ask `mount`
     except OSError:
         return None
+    import subprocess  # no /proc (macOS): rare, and start-up time for every write (issue 20)
+
     try:
         done = subprocess.run(["mount"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):

@@ -11,7 +11,6 @@ import errno
 import fcntl
 import itertools
 import os
-import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -299,7 +298,7 @@ def atomic_replace(path: Path, data: bytes) -> None:
     the status): each call writes its own temp file, so the last rename wins whole. A
     failed write (a full disk) removes its temp file and raises, naming `path`.
     """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         try:
