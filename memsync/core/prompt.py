@@ -12,12 +12,15 @@ from memsync.core import render
 from memsync.core.records import Record
 
 __all__ = [
+    "HEAD_CHARS",
     "PROMPT_KIND_ORDER",
     "PromptEntry",
     "drop_rank",
     "entry_of",
     "fold",
     "kept_at_most",
+    "line_chars",
+    "overflows",
     "render_prompt",
     "scope_matches",
     "too_long_for",
@@ -138,19 +141,29 @@ def render_prompt(
 
     `more` (with `max_chars`): how many further entries match `scope` and come before all
     of `entries` in drop order (`drop_rank`). No block holds more than
-    `kept_at_most(max_chars)` entries, so a caller may pass only that many of the last to
-    drop, and count the others here, as left out: the block is the same (the memory of
-    a million entries need not be held to render a few dozen). Entries `too_long_for`
-    the budget are counted apart in the block's last line, so the caller passes every
-    one of them, and counts none in `more`.
+    `kept_at_most(max_chars)` entries, nor more than the last to drop whose lines alone
+    overflow it (`overflows`), so a caller may pass only those of the last to drop, and
+    count the others here, as left out: the block is the same (the memory of a million
+    entries need not be held to render a few dozen). Entries `too_long_for` the budget
+    are counted apart in the block's last line, so the caller passes every one of them,
+    and counts none in `more`.
 
     Raises:
-        ValueError: `more` with fewer matching entries than `kept_at_most(max_chars)`.
+        ValueError: `more` with fewer matching entries than `kept_at_most(max_chars)`
+        whose lines do not overflow `max_chars`.
     """
     line_of = partial(_line, markdown=markdown)
     matching = [e for e in entries if scope_matches(e.scope, scope)]
-    if more and (max_chars is None or len(matching) < kept_at_most(max_chars)):
-        raise ValueError("`more` needs max_chars and kept_at_most(max_chars) entries")
+    if more and (
+        max_chars is None
+        or (
+            len(matching) < kept_at_most(max_chars)
+            and not overflows(matching, max_chars, markdown=markdown)
+        )
+    ):
+        raise ValueError(
+            "`more` needs max_chars, and kept_at_most(max_chars) entries or entries that overflow it"
+        )
     if max_chars is None:
         chosen = sorted(matching, key=_order)
         return _render(chosen, [line_of(e) for e in chosen], 0)
@@ -196,6 +209,25 @@ def render_prompt(
     return block[:max_chars]
 
 
+def line_chars(entry: PromptEntry, *, markdown: bool = False) -> int:
+    """The characters `entry`'s line takes in a block, its newline included (its heading
+    aside): the least it adds to a block that holds it."""
+    return len(_line(entry, markdown)) + 1
+
+
+def overflows(entries: Iterable[PromptEntry], max_chars: int, *, markdown: bool = False) -> bool:
+    """Whether the lines of `entries` (those not `too_long_for` the block) alone make a
+    block longer than `max_chars`: a walk down the drop order that holds them all then
+    stops at one of them, and never needs an entry after them (`render_prompt`)."""
+    total = len(_HEAD)
+    for e in entries:
+        if not too_long_for(e, max_chars, markdown=markdown):
+            total += line_chars(e, markdown=markdown)
+            if total > max_chars:
+                return True
+    return False
+
+
 def too_long_for(entry: PromptEntry, max_chars: int, *, markdown: bool = False) -> bool:
     """Whether `entry` does not fit in a block of `max_chars` even on its own (the head,
     its heading and its line): such an entry is set aside, and the block says so, rather
@@ -238,6 +270,8 @@ def kept_at_most(max_chars: int) -> int:
 
 
 _HEAD = "# Memory\n"
+HEAD_CHARS = len(_HEAD)
+"""The characters of a block's first line (its newline included)."""
 
 
 def _left_out(lower: int, too_long: int = 0) -> str:

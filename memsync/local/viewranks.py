@@ -41,9 +41,11 @@ import xxhash
 
 from memsync.core.lines import BadLine
 from memsync.core.prompt import (
+    HEAD_CHARS,
     PromptEntry,
     drop_rank,
     kept_at_most,
+    line_chars,
     render_prompt,
     scope_matches,
     too_long_for,
@@ -354,10 +356,14 @@ class Quick:
         markdown: bool,
     ) -> list[PromptEntry]:
         """The first `limit` entries of the order, live at `now`, of a scope in `wanted`,
-        not too long for the block, and not of an id decided again (`skip`)."""
+        not too long for the block, and not of an id decided again (`skip`); fewer when
+        their lines alone overflow the block (`core.prompt.overflows`: the block cannot
+        hold one after them; a 4,000-character block then reads a few dozen lines, not
+        `kept_at_most`'s 1,334)."""
         top: list[PromptEntry] = []
+        chars = HEAD_CHARS
         for pos in range(len(self._cols["r_row"])):
-            if len(top) >= limit:
+            if len(top) >= limit or chars > max_chars:
                 break
             row, user, exp, ts, at = self._ranked(self._get("r_row", pos))
             if row in skip or (exp is not None and exp <= now):
@@ -369,6 +375,7 @@ class Quick:
             if 2 * length + 256 > max_chars and too_long_for(entry, max_chars, markdown=markdown):
                 continue  # counted apart (`_long`)
             top.append(entry)
+            chars += line_chars(entry, markdown=markdown)
         return top
 
     def _long(self, max_chars: int) -> Iterable[int]:

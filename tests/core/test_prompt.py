@@ -13,6 +13,7 @@ from memsync.core.prompt import (
     PromptEntry,
     drop_rank,
     kept_at_most,
+    overflows,
     render_prompt,
     scope_matches,
     too_long_for,
@@ -405,3 +406,28 @@ def test_one_entry_too_long_for_the_budget_does_not_empty_the_block() -> None:
     assert left.startswith("(1 entry too long for the budget and ")
     assert left.endswith(" lower-confidence entries left out)")
     assert len(out) <= 300
+
+
+@pytest.mark.parametrize("markdown", [False, True])
+@pytest.mark.parametrize("budget", [200, 1000, 4000])
+def test_the_last_to_drop_whose_lines_overflow_the_block_render_it_whole(
+    budget: int, markdown: bool
+) -> None:
+    """A caller (the persistent view's quick part) may pass only the last entries to drop
+    whose lines alone overflow the block, and count the rest in `more`: the block is the
+    one rendered from every entry."""
+    rng = random.Random(budget)
+    entries = [
+        e(f"id{i:03d}", "word " * rng.randint(1, 30), kind=rng.choice(KINDS),
+          confidence=rng.choice([0.2, 0.5, 0.9]), user=rng.random() < 0.3, ts=i)
+        for i in range(400)
+    ]  # fmt: skip
+    whole = render_prompt(entries, max_chars=budget, markdown=markdown)
+    order = sorted(entries, key=lambda x: drop_rank(x.confidence, x.user, x.ts, x.id))[::-1]
+    n = next(k for k in range(1, 401) if overflows(order[:k], budget, markdown=markdown))
+    assert n < kept_at_most(budget)
+    part = render_prompt(order[:n], max_chars=budget, more=400 - n, markdown=markdown)
+    assert part == whole
+    if n > 1:
+        with pytest.raises(ValueError, match="kept_at_most"):
+            render_prompt(order[: n - 1], max_chars=budget, more=401 - n, markdown=markdown)
