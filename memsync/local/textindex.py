@@ -211,7 +211,8 @@ class TextIndex:
         """Every line matching `match`, newest windows first: the `size` latest lines,
         best first by BM25, then the next older window (four times larger), and so on.
         Each window is bounded by rowids (lines are indexed in file order), so SQLite
-        ranks only its lines."""
+        ranks only its lines; a line's id, instant and body are read only when the
+        caller gets that far (it usually stops after a few)."""
         newest = _MAX_ROWID  # the window's upper bound, inclusive
         while True:
             with self._lock:
@@ -221,14 +222,19 @@ class TextIndex:
                     (match, newest, size),
                 ).fetchone()
                 oldest = _MIN_ROWID if edge is None else int(edge[0])  # exclusive
-                rows = self._db.execute(
-                    "SELECT rowid, bm25(docs), id, ts, body FROM docs"
+                ranked = self._db.execute(
+                    "SELECT rowid, bm25(docs) FROM docs"
                     " WHERE docs MATCH ? AND rowid <= ? AND rowid > ?",
                     (match, newest, oldest),
                 ).fetchall()
-            rows.sort(key=lambda r: (r[1], -r[0]))  # best first; a tie: the newer line
-            for _, rank, rid, ts, body in rows:
-                yield str(rid), int(ts), -float(rank), str(body)
+            ranked.sort(key=lambda r: (r[1], -r[0]))  # best first; a tie: the newer line
+            for rowid, rank in ranked:
+                with self._lock:
+                    row = self._db.execute(
+                        "SELECT id, ts, body FROM docs WHERE rowid = ?", (rowid,)
+                    ).fetchone()
+                if row is not None:  # (None: deleted by a rebuild since, under our feet)
+                    yield str(row[0]), int(row[1]), -float(rank), str(row[2])
             if edge is None:
                 return
             newest = oldest
