@@ -551,6 +551,38 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
 
 
+def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> None:
+    """Issue 20: `memsync prompt --max-chars N` answered by the persistent view's quick part
+    imports neither the fold (the located scan, the drain) nor the other commands'
+    modules (`cli._files`), nor SQLite, pydantic or filelock."""
+    memory = tmp_path / "me.jsonl"
+    body = "".join(
+        f'{{"id": "e{i:05d}", "kind": "fact", "text": "Entry {i} {"x" * 200}", '
+        f'"created_at": "2026-01-01T00:00:00Z", "confidence": 0.{i % 9 + 1}}}\n'
+        for i in range(1500)  # over foldcheck.MIN_BYTES: a file that gets a store
+    )
+    memory.write_text(
+        '{"format": "agent-memory/0.1", "created_at": "2026-01-01T00:00:00Z"}\n' + body
+    )
+    run = f"main(['prompt', {str(memory)!r}, '--max-chars', '4000'])"
+    code = (
+        "import sys\n"
+        "from memsync.cli import main\n"
+        f"assert {run} == 0\n"
+        "heavy = {'memsync.local.located', 'memsync.local.drain', 'memsync.cli._files',\n"
+        "         'memsync.cli._agents', 'sqlite3', 'pydantic', 'filelock'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    cold = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "memsync.local.located" in cold.stdout  # the first one builds the store
+    warm = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert warm.stdout.strip().splitlines()[-1] == "[]", warm.stdout + warm.stderr
+
+
 TESTS = Path(__file__).resolve().parent
 
 

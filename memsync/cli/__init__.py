@@ -126,7 +126,7 @@ def _prompt(sub: _Subparsers) -> None:
     p.add_argument("--scope", default=None, help=SCOPE_HELP)
     p.add_argument("--max-chars", type=positive_int_arg, default=None, metavar="N")
     p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
-    p.set_defaults(handler=_lazy("_files", "cmd_prompt"))
+    p.set_defaults(handler=_lazy("_prompt", "cmd_prompt"))
 
 
 def _check(sub: _Subparsers) -> None:

@@ -1,5 +1,5 @@
-"""Commands that read memory files: show, prompt, check, merge, handoff, compact (`add` and
-`forget` are in `_writes`: they start without the view machinery)."""
+"""Commands that read memory files: show, check, merge, handoff, compact (`add` and `forget`
+are in `_writes`: they start without the view machinery; `prompt` in `_prompt`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import msgspec
 from memsync.cli._common import (
     EXIT_FOUND,
     EXIT_OK,
-    configured_memory,
     existing,
     report_bad,
 )
@@ -26,7 +25,7 @@ from memsync.core.render import json_text, token, visible
 from memsync.core.timestamps import format_ts
 from memsync.core.view import selector
 from memsync.errors import UsageError
-from memsync.local.reading import no_gc, prompt_of, prompt_of_described
+from memsync.local.reading import no_gc
 from memsync.local.targets import require_memory_target, same_file
 
 # What the agents' everyday commands (show, prompt, check) do not need is
@@ -42,7 +41,6 @@ __all__ = [
     "cmd_compact",
     "cmd_handoff",
     "cmd_merge",
-    "cmd_prompt",
     "cmd_show",
 ]
 
@@ -146,46 +144,6 @@ def _show_line(rec: Record, obj: dict[str, Any]) -> bytes:
     rid = token(rec.id, escaped=True)
     line = f"{rid}  {format_ts(rec.ts)}  {obj['kind']:<10} {scope}{who}  {text}"
     return line.encode("utf-8", "replace") + b"\n"
-
-
-def cmd_prompt(args: argparse.Namespace) -> int:
-    with no_gc():  # a million records hold no cycles: the cyclic GC would walk them in vain
-        return _prompt(args)
-
-
-def _prompt(args: argparse.Namespace) -> int:
-    if args.files and args.memory is not None:
-        raise UsageError("prompt: give FILE... or --memory NAME, not both")
-    if not args.files:
-        # The session-start hook's spelling (issue 24, item 17): a memory of the config, or
-        # the default one. Before its first entry there is nothing to load: print nothing.
-        path, _ = configured_memory(args.memory, args.config, "prompt")
-        if not path.exists():
-            return EXIT_OK
-        args.files = [path]
-    files, store = existing(args.files), _view_store()
-    if len(files) == 1 and args.max_chars is not None:
-        from memsync.local.fresh import now_us
-        from memsync.local.viewranks_open import stored_prompt  # (start-up)
-
-        now = now_us() if args.now is None else args.now
-        quick = stored_prompt(store, files[0], args.scope, args.max_chars, now)
-        if quick is not None:  # from the top of the drop order alone (issue 20)
-            sys.stdout.write(quick[0])
-            report_bad(quick[1], quick[2])
-            return EXIT_OK
-    from memsync.local.located import located_view
-
-    with located_view(files, args.now, store) as view:
-        if args.max_chars is None or not view.resumed:
-            text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
-        else:  # only the lines the block holds are read (issue 20)
-            text = prompt_of_described(
-                view.records, args.scope, args.max_chars, view.line, view.length
-            )
-    sys.stdout.write(text)
-    report_bad(view.scan.bad, view.scan.headerless)
-    return EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -1,0 +1,56 @@
+"""`memsync prompt`: the memory block an agent loads at every session start.
+
+Its own module so that it starts with only what the persistent view's quick answer needs
+(issue 20: at most 3x the interpreter's start-up): the fold, the view and the located scan
+are imported only when the quick part cannot answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from memsync.cli._common import EXIT_OK, configured_memory, existing, report_bad
+from memsync.errors import UsageError
+
+__all__ = ["cmd_prompt"]
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    if args.files and args.memory is not None:
+        raise UsageError("prompt: give FILE... or --memory NAME, not both")
+    if not args.files:
+        # The session-start hook's spelling (issue 24, item 17): a memory of the config, or
+        # the default one. Before its first entry there is nothing to load: print nothing.
+        path, _ = configured_memory(args.memory, args.config, "prompt")
+        if not path.exists():
+            return EXIT_OK
+        args.files = [path]
+    from memsync.local.statedir import StateDir
+    from memsync.local.viewstore import ViewStore
+
+    files, store = existing(args.files), ViewStore(StateDir.of())
+    if len(files) == 1 and args.max_chars is not None:
+        from memsync.local.fresh import now_us
+        from memsync.local.viewranks_open import stored_prompt
+
+        now = now_us() if args.now is None else args.now
+        quick = stored_prompt(store, files[0], args.scope, args.max_chars, now)
+        if quick is not None:  # from the top of the drop order alone (issue 20)
+            sys.stdout.write(quick[0])
+            report_bad(quick[1], quick[2])
+            return EXIT_OK
+    from memsync.local.located import located_view
+    from memsync.local.reading import no_gc, prompt_of, prompt_of_described
+
+    # A million records hold no cycles: the cyclic GC would walk them in vain.
+    with no_gc(), located_view(files, args.now, store) as view:
+        if args.max_chars is None or not view.resumed:
+            text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
+        else:  # only the lines the block holds are read (issue 20)
+            text = prompt_of_described(
+                view.records, args.scope, args.max_chars, view.line, view.length
+            )
+    sys.stdout.write(text)
+    report_bad(view.scan.bad, view.scan.headerless)
+    return EXIT_OK
