@@ -33,8 +33,7 @@ from pydantic import BaseModel, Field, ValidationError
 from memsync.core.render import json_text, md_code, md_text
 from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
-from memsync.local.fulltext import recall, warm
-from memsync.local.livecache import live_cache
+from memsync.local.fulltext import recall_live, warm
 from memsync.local.livequick import LiveQuick
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
@@ -208,9 +207,8 @@ def build_server(
     # The prompt, and supersede's and forget's questions about one id, come from the
     # file's quick part in the state directory (issue 20), held between calls: a call
     # after an append reads what was appended and the lines it shows, and the server holds
-    # no view of every id. Recall keeps this process's cache, started from the store.
+    # no view of every id. Recall checks its candidates against the same quick part.
     view = LiveQuick(mem.path, store)
-    live_cache(mem.path, store)
     # The SDK runs sync tools in worker threads; one lock keeps this process's writes and
     # index refreshes in order (other processes are kept in order by the file's lock).
     lock = threading.Lock()
@@ -326,8 +324,8 @@ def build_server(
         expired ones. The reply holds at most `limit` entries and `max_chars` characters."""
         try:
             with lock:
-                found = recall(
-                    mem.path,
+                found = recall_live(
+                    view,
                     query,
                     scope=scope,
                     kinds=kinds or (),

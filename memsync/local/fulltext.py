@@ -27,6 +27,7 @@ from memsync.local.textindex import TextIndex, body_of, fts5_available, words
 
 if TYPE_CHECKING:
     from memsync.local.livecache import LiveCache, live_cache
+    from memsync.local.livequick import LiveQuick
 
 __all__ = [
     "LiveCache",
@@ -35,6 +36,7 @@ __all__ = [
     "fts5_available",
     "live_cache",
     "recall",
+    "recall_live",
     "warm",
 ]
 
@@ -187,6 +189,42 @@ def recall(
         return _hits(fts, query, flt, limit, lambda rid: index.alive(rid, at), line)
 
 
+def recall_live(
+    live: LiveQuick,
+    query: str,
+    *,
+    scope: str | None = None,
+    kinds: Iterable[str] = (),
+    min_confidence: float = 0.0,
+    limit: int = DEFAULT_LIMIT,
+    now: int | None = None,
+    state_dir: StateDirLike | None = None,
+) -> list[RecallHit]:
+    """`recall` of the file `live` reads (a server's `LiveQuick`, held between calls):
+    each candidate checked against its quick part, with the lines appended since folded
+    in (one lookup each, no view of every id in memory); where it has none (a small file,
+    a damaged or no valid quick part), through the persistent view as `recall(...,
+    persistent=True)`. Same contract and arguments as `recall`."""
+    from memsync.local.viewranks import Damaged
+
+    p = live.path
+    require_file(p)
+    at = now_us() if now is None else now
+    flt = _Filter(scope, frozenset(kinds), min_confidence)
+    state = StateDir.of(state_dir)
+    if not fts5_available():
+        return _scan(_live_cache(p).records(now), query, flt, limit)
+    fts = _text_index(p.resolve(), state.recall_index(p))
+    try:
+        with live.held() as quick:
+            if quick is not None:
+                fts.refresh()
+                return _hits(fts, query, flt, limit, lambda rid: quick.alive(rid, at), quick.line)
+    except Damaged:
+        pass  # (discarded: the store answers, and writes one)
+    return _recall_stored(p, query, flt, limit, at, state)
+
+
 def _recall_stored(
     path: Path, query: str, flt: _Filter, limit: int, at: int, state: StateDir
 ) -> list[RecallHit]:
@@ -260,12 +298,14 @@ def _hits(
 
 
 def warm(path: Path, state_dir: StateDir | None = None) -> None:
-    """Bring the cached view and the FTS5 index of `path` up to date now, so that the
+    """Bring the persistent view and the FTS5 index of `path` up to date now, so that the
     first `recall` does not pay for reading a large file (a server calls it at start).
     `state_dir` None: the default state directory."""
-    _live_cache(path).index()
     if fts5_available():
+        recall(path, "", state_dir=state_dir, persistent=True)  # the view, not the words
         _text_index(path.resolve(), StateDir.of(state_dir).recall_index(path)).refresh()
+    else:
+        _live_cache(path).index()  # what the fallback scan reads
 
 
 _INDEXES: dict[tuple[Path, Path], TextIndex] = {}

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -136,6 +138,25 @@ class LiveQuick:
                     if stored is not None:
                         found.append(stored)
                     return max(found, default=None), self._seen.ino, self._seen.offset
+            finally:
+                os.close(fd)
+
+    @contextmanager
+    def held(self) -> Iterator[Quick | None]:
+        """The quick part with every complete line folded, for several questions in a row
+        (recall's candidates: `Quick.alive`, `Quick.line`), under this reader's lock with
+        the file open; None when there is no valid one (the caller folds). A `Damaged`
+        raised inside discards it (and propagates). Raises OSError naming the file."""
+        with self._lock:
+            fd = self._open()
+            try:
+                with errors_named(self.path):
+                    quick = self._refresh(fd)
+                    try:
+                        yield quick
+                    except Damaged:
+                        self._damaged()
+                        raise
             finally:
                 os.close(fd)
 

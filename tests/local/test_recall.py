@@ -17,9 +17,12 @@ from memsync import Memory, recall
 from memsync.cli import main
 from memsync.local import textindex
 from memsync.local.compaction import compact_file
-from memsync.local.fulltext import TextIndex, fts5_available, live_cache
+from memsync.local.fulltext import TextIndex, fts5_available, live_cache, recall_live
+from memsync.local.livequick import LiveQuick
+from memsync.local.located import located_index
 from memsync.local.merge import merge_files
 from memsync.local.statedir import StateDir
+from memsync.local.viewstore import ViewStore
 from tests.helpers.examples import examples
 
 pytestmark = pytest.mark.skipif(not fts5_available(), reason="this SQLite has no FTS5")
@@ -300,3 +303,41 @@ def test_recall_of_a_common_word_reads_older_lines_past_stale_ones(
     assert set(_ids(path, "retry", state, limit=4)) == set(old)
     assert set(_ids(path, "retry", state, limit=10)) == set(old)
     assert set(_ids(path, "retry job zebra", state, limit=10)) == set(old)
+
+
+def test_the_servers_recall_through_its_held_quick_part_answers_as_the_cache(
+    tmp_path: Path,
+) -> None:
+    """The MCP server's recall (`recall_live`) checks its candidates against the quick
+    part it holds, the lines appended since folded in: the same hits as a recall through
+    this process's cache, after a forget, a supersession and appends; a damaged quick part
+    is not trusted."""
+    path, state = tmp_path / "m.jsonl", tmp_path / "state"
+    ids = _fixture(path)
+    mem = Memory(path)
+    for n in range(40):
+        mem.add("fact", f"Retry number {n} of the zebra job went fine.")
+    store = ViewStore(StateDir(state), min_bytes=0)
+    with located_index(path, store):
+        pass  # the store and its quick part written
+    queries = ["retries", "zebra mirror", "short answers", "bm25", "nothing here"]
+
+    def both(view: LiveQuick) -> None:
+        for q in queries:
+            held = [(h.id, h.score) for h in recall_live(view, q, state_dir=state, limit=7)]
+            cached = [(h.id, h.score) for h in recall(path, q, state_dir=state, limit=7)]
+            assert held == cached, q
+
+    view = LiveQuick(path, store)
+    both(view)
+    assert view.opened == 1  # answered from the quick part, not a fold
+    mem.forget(ids["mirror"])
+    mem.supersede(ids["limit"], "Retries need a limit of five.")
+    mem.add("lesson", "A zebra retry added after the quick part was written.")
+    both(view)
+    assert view.opened == 1
+    target = store.state.view_ranks(path)
+    blob = bytearray(target.read_bytes())
+    blob[-100] ^= 0xFF
+    target.write_bytes(bytes(blob))
+    both(LiveQuick(path, store))
