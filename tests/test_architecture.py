@@ -533,7 +533,8 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
     """Issue 20: `memsync add` (and `forget`) import only what appending needs: not the
     view (`core.view`), the located scan, the drain's reading side or the other commands
     (nor the modules that only register other commands' parsers), nor filelock: the lock
-    takes its `flock` itself (`memsync.local.lock`)."""
+    takes its `flock` itself (`memsync.local.lock`); nor `secrets`, `hashlib` or
+    `subprocess`, which only other paths need."""
     memory = tmp_path / "me.jsonl"
     code = (
         "import sys\n"
@@ -542,7 +543,8 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
         "heavy = {'memsync.core.view', 'memsync.core.compaction', 'memsync.core.prompt',\n"
         "         'memsync.local.located', 'memsync.local.reading', 'memsync.cli._files',\n"
         "         'memsync.cli._hubs', 'memsync.cli._agents', 'memsync.cli._bridges',\n"
-        "         'memsync.cli._keys', 'memsync.cli._git', 'sqlite3', 'pydantic', 'filelock'}\n"
+        "         'memsync.cli._keys', 'memsync.cli._git', 'sqlite3', 'pydantic', 'filelock',\n"
+        "         'subprocess', 'secrets', 'hashlib'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     out = subprocess.run(
@@ -570,7 +572,7 @@ def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> Non
         "from memsync.cli import main\n"
         f"assert {run} == 0\n"
         "heavy = {'memsync.local.located', 'memsync.local.drain', 'memsync.cli._files',\n"
-        "         'memsync.cli._agents', 'sqlite3', 'pydantic', 'filelock'}\n"
+        "         'memsync.cli._agents', 'sqlite3', 'pydantic', 'filelock', 'hashlib'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     cold = subprocess.run(

@@ -49,7 +49,6 @@ taking what it is per (a memory and a remote, a memory file) for the others, bui
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +160,8 @@ class StateDir:
 
     def recall_index(self, path: Path) -> Path:
         """The full-text index of memory file `path` (`memsync.local.fulltext`)."""
+        import hashlib  # recall's alone: `add` and `prompt` start without it (issue 20)
+
         key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
         return self._under("recall", f"{path.name[:40]}-{key}.sqlite")
 
