@@ -62,7 +62,7 @@ def _show(args: argparse.Namespace) -> int:
     from memsync.local.located import located_view  # (start-up: `prompt` may not need it)
 
     with located_view(existing(args.files), args.now, store, hashes=args.digest) as view:
-        if keep is not None and view.resumed:
+        if keep is not None and view.described:
             # The persistent view knows each entry's kind and scope: only the lines of
             # those the filter keeps are read (issue 20); the others are tested below.
             view.records = [

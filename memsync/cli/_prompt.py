@@ -45,7 +45,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 
     # A million records hold no cycles: the cyclic GC would walk them in vain.
     with no_gc(), located_view(files, args.now, store) as view:
-        if args.max_chars is None or not view.resumed:
+        if args.max_chars is None or not view.described:
             text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
         else:  # only the lines the block holds are read (issue 20)
             text = prompt_of_described(

@@ -32,6 +32,7 @@ __all__ = [
     "Parsed",
     "SourceLines",
     "classify",
+    "classify_described",
     "split_complete",
     "valid_id",
     "without_bom",
@@ -261,7 +262,18 @@ _decode_any = msgspec.json.Decoder().decode
 
 
 def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed:
-    """Classify one complete line (without its "\\n") as a record, header, blank or bad line.
+    """Classify one complete line (without its "\\n") as a record, header, blank or bad line
+    (`classify_described` without the entry's kind, scope and confidence)."""
+    return classify_described(raw, source=source, line_no=line_no)[0]
+
+
+def classify_described(
+    raw: bytes, *, source: str = "<bytes>", line_no: int = 0
+) -> tuple[Parsed, str, str, float]:
+    """Classify one complete line (without its "\\n") as a record, header, blank or bad line,
+    with an entry's kind, scope and confidence (rule 3's defaults: "global", 1.0), read in
+    the same decode: the persistent view keeps them (issue 20), without reading the line
+    again. ("", "", 1.0) for anything but an entry.
 
     Rules 2 to 4: a record is an entry or a tombstone with the fields and types rule 3 lists;
     unknown extra fields are allowed; anything else is `Invalid`.
@@ -271,40 +283,43 @@ def classify(raw: bytes, *, source: str = "<bytes>", line_no: int = 0) -> Parsed
             `source` and `line_no` only serve this message.
     """
     if len(raw) - raw.endswith(b"\r") > MAX_LINE_BYTES:  # the CRLF terminator aside
-        return Invalid(f"line longer than {MAX_LINE_BYTES} bytes")
+        return Invalid(f"line longer than {MAX_LINE_BYTES} bytes"), "", "", 1.0
     try:
         f = _decode_fields(raw)
     except msgspec.DecodeError as exc:
-        return _not_a_record(raw, str(exc), source, line_no)
+        return _not_a_record(raw, str(exc), source, line_no), "", "", 1.0
     except RecursionError:  # msgspec's own depth limit, far past MAX_DEPTH
-        return Invalid(f"nested deeper than {MAX_DEPTH} levels")
+        return Invalid(f"nested deeper than {MAX_DEPTH} levels"), "", "", 1.0
     problem = _structure_problem(raw, f)
     if problem is not None:
-        return Invalid(problem)
+        return Invalid(problem), "", "", 1.0
     rid = f.id
     if not valid_id(rid):
-        return Invalid("'id' is empty, too long or holds control characters")
+        return Invalid("'id' is empty, too long or holds control characters"), "", "", 1.0
     ts = _instant(f.created_at)
     if isinstance(ts, str):
-        return Invalid(f"'created_at' {ts}")
+        return Invalid(f"'created_at' {ts}"), "", "", 1.0
     if f.deleted is True:
-        return Record(raw, rid, ts, True, False, None, None)
+        return Record(raw, rid, ts, True, False, None, None), "", "", 1.0
     if f.kind is None or f.kind is UNSET:
-        return Invalid(f"missing 'kind' (one of {', '.join(KINDS)})")
+        return Invalid(f"missing 'kind' (one of {', '.join(KINDS)})"), "", "", 1.0
     if f.text is None or f.text is UNSET:
-        return Invalid("missing 'text'")
+        return Invalid("missing 'text'"), "", "", 1.0
     if f.scope == "":
-        return Invalid("'scope' is empty")
+        return Invalid("'scope' is empty"), "", "", 1.0
     expires: int | None = None
     if f.expires_at is not UNSET and bytes(f.expires_at) != b"null":
         instant = _instant(f.expires_at)
         if isinstance(instant, str):
-            return Invalid(f"'expires_at' {instant}")
+            return Invalid(f"'expires_at' {instant}"), "", "", 1.0
         expires = instant
     if f.supersedes == "":
-        return Invalid("'supersedes' is empty")
+        return Invalid("'supersedes' is empty"), "", "", 1.0
     supersedes = None if f.supersedes is UNSET else f.supersedes
-    return Record(raw, rid, ts, False, f.source == "user", supersedes, expires)
+    scope = "global" if f.scope is UNSET else f.scope
+    confidence = 1.0 if f.confidence is UNSET else f.confidence
+    rec = Record(raw, rid, ts, False, f.source == "user", supersedes, expires)
+    return rec, f.kind, scope, confidence
 
 
 _decode_instant = msgspec.json.Decoder(Timestamp).decode

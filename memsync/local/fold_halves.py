@@ -24,7 +24,7 @@ from typing import NamedTuple
 import msgspec
 
 from memsync.core.lines import BadLine, Header
-from memsync.core.records import Located
+from memsync.core.records import Described, Located
 from memsync.local.reading import ScanResult, SecretFinding
 
 __all__ = ["Span", "fold_in_halves", "halves"]
@@ -65,6 +65,7 @@ _FRAME_RECORDS = 50_000
 """The child sends its best records in frames of this many, so that the parent holds one
 frame at a time besides its own index (memory: issue 14)."""
 _decode_records = msgspec.msgpack.Decoder(list[Located]).decode
+_decode_described = msgspec.msgpack.Decoder(list[Described]).decode
 _decode_rest = msgspec.msgpack.Decoder(_Rest).decode
 
 
@@ -176,8 +177,14 @@ def _send(fd: int, half: ScanResult) -> None:
     index = half.index
     for best in (index.tombs, index.user, index.inferred):
         records = list(best.values())
-        for i in range(0, len(records), _FRAME_RECORDS):
-            _write_frame(fd, b"R", msgspec.msgpack.encode(records[i : i + _FRAME_RECORDS]))
+        # `Described` ones (a fold for the persistent view) in their own frames: decoded
+        # as `Located` they would lose their kind, scope and confidence.
+        described = [r for r in records if type(r) is Described]
+        if described:
+            records = [r for r in records if type(r) is not Described]
+        for tag, group in ((b"R", records), (b"D", described)):
+            for i in range(0, len(group), _FRAME_RECORDS):
+                _write_frame(fd, tag, msgspec.msgpack.encode(group[i : i + _FRAME_RECORDS]))
     rest = _Rest(
         superseded=index.superseded,
         twins=index.twins,  # type: ignore[arg-type]
@@ -197,6 +204,7 @@ def _receive(result: ScanResult, fd: int) -> bool:
     8 to 10); whether its last frame arrived, whole and readable."""
     index = result.index
     records = index.records
+    names: dict[object, object] = {}
     with os.fdopen(os.dup(fd), "rb") as pipe:
         while head := pipe.read(9):
             body = pipe.read(int.from_bytes(head[1:], "big")) if len(head) == 9 else b""
@@ -204,6 +212,10 @@ def _receive(result: ScanResult, fd: int) -> bool:
                 if head[:1] == b"R":
                     for rec in _decode_records(body):
                         index.add(rec)
+                    continue
+                if head[:1] == b"D":
+                    for rec in _decode_described(body):
+                        index.add(_interned(rec, names))
                     continue
                 if head[:1] != b"E":
                     return False
@@ -224,6 +236,19 @@ def _receive(result: ScanResult, fd: int) -> bool:
                 result.superseding = (result.superseding or []) + rest.superseding
             return True
     return False
+
+
+def _interned(rec: Described, names: dict[object, object]) -> Described:
+    """`rec` holding the kind, scope and confidence objects met before, when equal: a
+    decode makes new ones for each record, a few distinct values held by hundreds of
+    thousands of records (memory, tests/local/test_bounded_memory.py). (A confidence of
+    zero is left as it is: -0.0 would be taken for 0.0.)"""
+    force = msgspec.structs.force_setattr
+    force(rec, "kind", names.setdefault(rec.kind, rec.kind))
+    force(rec, "scope", names.setdefault(rec.scope, rec.scope))
+    if rec.confidence:
+        force(rec, "confidence", names.setdefault(rec.confidence, rec.confidence))
+    return rec
 
 
 def _write_frame(fd: int, kind: bytes, body: bytes) -> None:

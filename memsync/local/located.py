@@ -25,8 +25,8 @@ import msgspec
 
 from memsync.core.clock import FUTURE_TOLERANCE
 from memsync.core.digest import record_hash
-from memsync.core.lines import BadLine, Header, Invalid, classify
-from memsync.core.records import Located, Record
+from memsync.core.lines import BadLine, Header, Invalid, classify_described
+from memsync.core.records import Described, Located, Record
 from memsync.core.secrets import record_secrets
 from memsync.core.view import build_view
 from memsync.local.drain import recover_after_crash
@@ -83,6 +83,10 @@ class LocatedView:
     resumed: bool = False
     """Whether the first pass started from a persistent view: then all but the records
     folded since it was written are `Described` (issue 20)."""
+    described: bool = False
+    """Whether its records are `Described` ones (but those folded since a persistent view
+    was read): a view resumed from one, or folded to write one (issue 20). A selection
+    then reads only the lines it keeps."""
 
     def lines(self) -> Iterator[bytes]:
         """The line of each of `records`, in order, as written (without its "\\n").
@@ -317,7 +321,7 @@ def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool, now: int | N
             ) -> None:
                 end = offset if stop is None else min(stop, offset)
                 for chunk in read_chunks_fd(fd, start, n, end, chunk_bytes=_CHUNK_BYTES):
-                    _fold(result, chunk, name, file_no, None, hashed=hashes)
+                    _fold(result, chunk, name, file_no, None, hashed=hashes, described=True)
 
             if cut is None:
                 fold(view.scan, 0, 0, None, 1)
@@ -326,6 +330,7 @@ def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool, now: int | N
             line = 1 + _count_lines(fd, offset) if offset >= store.min_bytes else 0
         # The store's hash column is lazy (`memsync.local.viewstore`): a digest fills in
         # what it lacks, and saves it however little was appended, so the next is warm.
+        view.described = True
         filled = hashes and fill_hashes(view)
         store.save(
             path, fd, view.scan, offset, line, held, view.lines_of, kept, force=filled, now=now
@@ -383,13 +388,16 @@ def _fold(
     future_after: int | None,
     *,
     hashed: bool = False,
+    described: bool = False,
 ) -> None:
     """Classify a chunk's lines; fold its records in as `Located` records; with
     `future_after`, note the records dated after it and those that look like they hold a
     credential (and every entry that supersedes, `ScanResult.superseding`); with
     `hashed`, give each version that becomes its class's best (rule 9)
     the `record_hash` of its line, in memory now: the persistent view keeps it, so that
-    the digest reads no line (issue 21)."""
+    the digest reads no line (issue 21); with `described`, each version as a `Described`
+    one, with the kind, scope and confidence its line's decode gave (the persistent view
+    keeps them: `ViewStore.save` then reads no line again, issue 20)."""
     lines = chunk.lines
     if chunk.first_line == 1 and lines and not is_header(lines[0]):
         result.headerless.append(name)
@@ -398,12 +406,28 @@ def _fold(
     superseding = result.superseding
     index = result.index
     add, bad = index.add, result.bad
+    scopes: dict[str, str] = {}
+    confidences: dict[float, float] = {}
     for n, (raw, at) in enumerate(zip(lines, chunk.starts(), strict=True), chunk.first_line):
-        parsed = classify(raw, source=name, line_no=n)
+        parsed, kind, scope, confidence = classify_described(raw, source=name, line_no=n)
         if type(parsed) is Record:
             p = parsed
             packed = ((file_no << _OFFSET_BITS | at) << _LENGTH_BITS) | len(raw)  # `pack_at`
-            rec = Located(b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed, 0)
+            rec: Located
+            if described and not p.deleted:
+                # One scope and confidence object per chunk, not one per version (a few
+                # distinct ones). (A zero is left as it is: -0.0 would be taken for 0.0.)
+                scope = scopes.setdefault(scope, scope)
+                if confidence:
+                    confidence = confidences.setdefault(confidence, confidence)
+                rec = Described(
+                    b"", p.id, p.ts, False, p.user, p.supersedes, p.expires, packed, 0,
+                    kind, scope, confidence,
+                )  # fmt: skip
+            else:
+                rec = Located(
+                    b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed, 0
+                )
             add(rec)
             if p.supersedes is not None and not p.deleted:
                 superseding.append((p.supersedes, packed))
@@ -412,17 +436,7 @@ def _fold(
                 # others are never hashed (a tombstone is never in it).
                 best = index.user if p.user else index.inferred
                 if best.get(p.id) is rec:
-                    best[p.id] = Located(
-                        b"",
-                        p.id,
-                        p.ts,
-                        False,
-                        p.user,
-                        p.supersedes,
-                        p.expires,
-                        packed,
-                        record_hash(raw),
-                    )
+                    best[p.id] = msgspec.structs.replace(rec, hash=record_hash(raw))
             if future_after is not None:
                 if p.ts > future_after:
                     result.future.append((name, n, rec))

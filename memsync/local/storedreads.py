@@ -74,7 +74,7 @@ def stored_prompt(
         if quick is not None:
             return quick[0]
     with located_view([path], now, store) as view:
-        if max_chars is None or not view.resumed:
+        if max_chars is None or not view.described:
             return prompt_of(view.records, scope, max_chars, view.lines(), markdown=markdown)
         return prompt_of_described(
             view.records, scope, max_chars, view.line, view.length, markdown=markdown

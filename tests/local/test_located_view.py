@@ -22,12 +22,14 @@ import pytest
 import memsync.local.fold_halves
 import memsync.local.located
 from memsync.core.lines import MAX_LINE_BYTES
-from memsync.core.records import Located, Record
+from memsync.core.records import Described, Located, Record
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.errors import UnsupportedFormat
 from memsync.local.fresh import header_line
 from memsync.local.located import check_files, located_view
 from memsync.local.reading import scan, view_of
+from memsync.local.statedir import StateDir
+from memsync.local.viewstore import ViewStore
 
 T0 = 1_767_225_600 * SECOND  # 2026-01-01T00:00:00Z
 NOW = T0 + 400 * 86_400 * SECOND
@@ -236,3 +238,39 @@ def test_check_reads_the_same_in_one_or_two_processes(
     twins_one = {(t["id"], t["created_at"]) for t in doc_one.pop("twins")}
     assert {(t["id"], t["created_at"]) for t in doc_two.pop("twins")} == twins_one
     assert doc_two == doc_one
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_fold_for_the_persistent_view_describes_each_version_as_its_line_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: int
+) -> None:
+    """A cold fold that writes a store (issue 20) keeps each version's kind, scope and
+    confidence from the decode of its line (rule 3's defaults when absent), in one
+    process or two (the child's `Described` records cross the pipe whole)."""
+    forks = _in_two_processes(monkeypatch) if processes == 2 else []
+    rng = random.Random(7)
+    lines = _lines(rng, 600)
+    for n in range(0, len(lines), 5):  # scopes and confidences, some left to the defaults
+        obj = json.loads(lines[n]) if lines[n].startswith(b'{"') else {}
+        if "kind" in obj:
+            obj["scope"] = f"project:p{n % 3}"
+            obj["confidence"] = [0.0, -0.0, 0.25, 1][n % 4]
+            obj["kind"] = "lesson"
+            lines[n] = json.dumps(obj).encode()
+    a = tmp_path / "a.jsonl"
+    _write(a, lines)
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
+    with located_view([a], NOW, store) as view:
+        assert view.described
+        assert not view.resumed
+        found = [(r.kind, r.scope, repr(r.confidence)) for r in view.records]  # type: ignore[attr-defined]
+        assert {type(r) for r in view.records} == {Described}
+        wanted = []
+        for raw in view.lines():
+            obj = json.loads(raw)
+            wanted.append(
+                (obj["kind"], obj.get("scope", "global"), repr(float(obj.get("confidence", 1.0))))
+            )
+    assert found == wanted
+    assert ("lesson", "project:p1", "-0.0") in found  # the shapes were there
+    assert len(forks) == (processes == 2)
