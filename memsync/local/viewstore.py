@@ -45,7 +45,7 @@ import contextlib
 import itertools
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -55,7 +55,7 @@ import msgspec
 import xxhash
 
 from memsync.core.lines import BadLine
-from memsync.core.records import Described, Located, Record
+from memsync.core.records import Described, Located
 from memsync.core.version import __version__
 from memsync.core.view import Index
 from memsync.local.foldcheck import MIN_BYTES, digest, matches_identity, remember, verified
@@ -63,6 +63,7 @@ from memsync.local.fresh import now_us
 from memsync.local.reading import ScanResult
 from memsync.local.statedir import StateDir
 from memsync.local.storage import FILE_MODE, private_dirs, write_all
+from memsync.local.viewslots import _Slot, _slot
 
 __all__ = ["FORMAT", "MIN_BYTES", "SAVE_AFTER_BYTES", "Resumed", "ViewStore"]
 
@@ -78,33 +79,6 @@ folds at most this much more than what was appended since it last ran."""
 _MAGIC = b"MSVIEW2\n"
 _PATH_BYTES = 4096
 """The file's real path, after the magic, padded to this size: read alone by `_sweep`."""
-
-
-class _Slot(msgspec.Struct, array_like=True, gc=False):
-    """One of the index's per-id tables (tombstones, user or inferred versions), columns;
-    `kind`, `scope`, `confidence` and `hash` (`record_hash` of each line, 8 bytes big-endian
-    each: no int object per id while the store is read) for versions, empty for
-    tombstones."""
-
-    ids: list[str]
-    ts: list[int]
-    at: list[int]
-    expires: list[int | None]
-    kind: list[str]
-    scope: list[str]
-    confidence: list[float]
-    hash: bytes
-
-
-class _Meta(msgspec.Struct, gc=False):
-    """What selections need of an entry line (a valid entry has them typed, rule 3)."""
-
-    kind: str
-    scope: str = "global"
-    confidence: float = 1.0
-
-
-_decode_meta = msgspec.json.Decoder(_Meta).decode
 
 
 class _Stored(msgspec.Struct, array_like=True, gc=False):
@@ -338,75 +312,6 @@ def _matches(stored: _Stored, seen: Path, path: Path, fd: int, st: os.stat_resul
     if not matches_identity(s.path, s.dev, s.ino, s.size, s.mtime_ns, path, st):
         return False
     return verified(seen, path, fd, st, s.size, s.digest)
-
-
-def _slot(
-    table: dict[str, Record],
-    lines: Callable[[list[Located]], Iterable[bytes]] | None,
-    kept: bytes = b"",
-) -> _Slot:
-    """A table as columns; with `lines`, a table of versions, with their kind, scope and
-    confidence (read from their lines for those not `Described` yet) and the `record_hash`
-    of their lines where known: a `Described` version's from `kept` (`_kept_hashes`)
-    unless it holds it, another's its own when the fold hashed it, else 0 (not known).
-
-    Memory: the columns hold the records' own int objects; kinds and scopes are interned
-    (a few distinct values), and a version's fields are read in file order, one line at a
-    time, so that writing a store costs little beside the fold itself (a 300k-record
-    prompt runs under a 180 MB address-space limit, tests/local/test_bounded_memory.py).
-    """
-    # A located pass folds only `Located` records (their `at` is where the line is). In
-    # the file's order: their lines are then read in long runs. (The order of a table does
-    # not matter: the view sorts by key, rule 12.)
-    recs = cast(list[Located], sorted(table.values(), key=_AT))
-    slot = _Slot(
-        [r.id for r in recs],
-        [r.ts for r in recs],
-        [r.at for r in recs],
-        [r.expires for r in recs],
-        [],
-        [],
-        [],
-        b"",
-    )
-    if lines is None:
-        return slot
-    names: dict[str, str] = {}
-    kinds, scopes, confidences = slot.kind, slot.scope, slot.confidence
-    hashes = bytearray()
-    raws = iter(lines([r for r in recs if type(r) is not Described]))
-    stored = _kept_hashes(table, kept)
-    for r in recs:
-        if type(r) is Described:
-            kind, scope, confidence = r.kind, r.scope, r.confidence
-            h = next(stored)
-        else:
-            raw = next(raws)
-            m = _decode_meta(raw)
-            kind, scope, confidence = m.kind, m.scope, m.confidence
-            # Hashed by the fold for a digest, else 0: "not known". The column is lazy: a
-            # prompt does not pay for hashes it does not use (hashing every line tripled a
-            # cold prompt), and the first digest fills it in (`located.fill_hashes`).
-            h = r.hash
-        kinds.append(names.setdefault(kind, kind))
-        scopes.append(names.setdefault(scope, scope))
-        confidences.append(confidence)
-        hashes += h.to_bytes(8, "big")
-    slot.hash = cast(bytes, hashes)  # encoded as bytes all the same: no copy (memory)
-    return slot
-
-
-def _kept_hashes(table: dict[str, Record], kept: bytes) -> Iterator[int]:
-    """The hash of each `Described` version of `table`, in the order of their `at`: its
-    own, else its entry of the column `kept` it was read with.
-
-    `_scan_of` inserted the store's versions in the column's order (that of `at`), and a
-    table only ever replaces a value (its key keeps its place) or adds a key at the end:
-    the i-th value, still `Described`, is the column's i-th. A column too short gives 0
-    (not known: a digest hashes the line)."""
-    for i, r in enumerate(table.values()):
-        if type(r) is Described:
-            yield r.hash or int.from_bytes(kept[8 * i : 8 * i + 8], "big")
 
 
 def _scan_of(stored: _Stored, name: str, hashes: bool) -> ScanResult:
