@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import BinaryIO, NoReturn
 
 from memsync.core.timestamps import parse_ts
 from memsync.errors import SHOWN_CHARS, ConfigError, UsageError, shown
@@ -24,6 +27,7 @@ __all__ = [
     "Handler",
     "Parser",
     "at_most",
+    "buffered_stdout",
     "confidence_arg",
     "configured_memory",
     "existing",
@@ -159,3 +163,19 @@ def configured_memory(
     else:
         raise ConfigError(str(path), "memory", f"no memory named {shown(memory)}")
     return mem.path, mem.name
+
+
+@contextlib.contextmanager
+def buffered_stdout(size: int = 1 << 20) -> Iterator[BinaryIO]:
+    """Standard output as bytes, buffered by `size` whatever the environment says: under
+    `PYTHONUNBUFFERED` (usual in containers) every write is a system call, and `show
+    --json` of a million records made a million of them. Flushed on leaving; standard
+    output stays open. Where it is no file (a test's capture), its own buffer."""
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        yield sys.stdout.buffer
+        return
+    with open(fd, "wb", buffering=size, closefd=False) as out:
+        yield out

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
 from memsync.cli._common import (
     EXIT_FOUND,
     EXIT_OK,
+    buffered_stdout,
     existing,
     report_bad,
 )
@@ -74,27 +74,37 @@ def _show(args: argparse.Namespace) -> int:
             print(digest_of(_selected_hashes(view, keep)))
             report_bad(view.scan.bad, view.scan.headerless)
             return EXIT_OK
-        out = sys.stdout.buffer
-        first = True
-        if args.json:
-            out.write(b"[")
-        for rec, raw in zip(view.records, view.lines(), strict=True):
-            if keep is not None or not args.json:
-                obj: dict[str, Any] = msgspec.json.decode(raw)
-                if keep is not None and not keep(obj):
-                    continue
-                if not args.json:
-                    out.write(_show_line(rec, obj))
-                    continue
-            # The record objects exactly as written in their lines (rule 5), as one JSON
-            # array, streamed: no copy of every line.
-            out.write(raw.rstrip(b"\r") if first else b",\n" + raw.rstrip(b"\r"))
-            first = False
-        if args.json:
-            out.write(b"]\n")
-        out.flush()
+        with buffered_stdout() as out:
+            _write_shown(out, view, keep, json_array=args.json)
     report_bad(view.scan.bad, view.scan.headerless)
     return EXIT_OK
+
+
+def _write_shown(
+    out: BinaryIO,
+    view: LocatedView,
+    keep: Callable[[dict[str, Any]], bool] | None,
+    *,
+    json_array: bool,
+) -> None:
+    """The view's records that `keep` keeps (all when None) to `out`: one line each, or
+    with `json_array` the record objects exactly as written in their lines (rule 5), as
+    one JSON array, streamed (no copy of every line)."""
+    first = True
+    if json_array:
+        out.write(b"[")
+    for rec, raw in zip(view.records, view.lines(), strict=True):
+        if keep is not None or not json_array:
+            obj: dict[str, Any] = msgspec.json.decode(raw)
+            if keep is not None and not keep(obj):
+                continue
+            if not json_array:
+                out.write(_show_line(rec, obj))
+                continue
+        out.write(raw.rstrip(b"\r") if first else b",\n" + raw.rstrip(b"\r"))
+        first = False
+    if json_array:
+        out.write(b"]\n")
 
 
 def _view_store() -> ViewStore:
