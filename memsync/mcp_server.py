@@ -34,7 +34,7 @@ from memsync.core.render import json_text, md_code, md_text
 from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
 from memsync.local.fulltext import recall_live, warm
-from memsync.local.livequick import LiveQuick
+from memsync.local.livequick import live_quick
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
 from memsync.local.targets import require_memory_target
@@ -208,7 +208,7 @@ def build_server(
     # file's quick part in the state directory (issue 20), held between calls: a call
     # after an append reads what was appended and the lines it shows, and the server holds
     # no view of every id. Recall checks its candidates against the same quick part.
-    view = LiveQuick(mem.path, store)
+    view = live_quick(mem.path, store)
     # The SDK runs sync tools in worker threads; one lock keeps this process's writes and
     # index refreshes in order (other processes are kept in order by the file's lock).
     lock = threading.Lock()
@@ -392,8 +392,12 @@ def build_server(
 def _warm(path: Path, state_dir: StateDir | None) -> None:
     try:
         warm(path, state_dir)
-    except (MemsyncError, OSError, sqlite3.Error) as exc:  # the first recall will say why
-        logging.getLogger("memsync").warning("could not warm the recall index: %s", exc)
+        # The quick part opened (its digest checked once) and the global block rendered.
+        live_quick(path, ViewStore(StateDir.of(state_dir))).prompt(
+            None, DEFAULT_MAX_CHARS, markdown=True
+        )
+    except (MemsyncError, OSError, sqlite3.Error) as exc:  # the first call will say why
+        logging.getLogger("memsync").warning("could not warm the recall index or the view: %s", exc)
 
 
 def _us(ts: Any) -> int:
@@ -405,9 +409,9 @@ def _us(ts: Any) -> int:
 def start(
     path: Path, name: str, state_dir: StateDir | None = None, refused: Iterable[str] = ()
 ) -> MCPServer:
-    """`build_server`, and the file read and the recall index built in a thread while the
-    host starts up: tools called meanwhile wait on the caches' locks, never see a
-    half-built index."""
+    """`build_server`, and the file read, the recall index built and the quick part opened
+    in a thread while the host starts up: tools called meanwhile wait on the caches'
+    locks, never see a half-built index."""
     server = build_server(path, name, state_dir, refused)
     threading.Thread(target=_warm, args=(path, state_dir), daemon=True).start()
     return server

@@ -35,7 +35,7 @@ from memsync.local.viewranks import MIN_BUDGET, Damaged, Quick
 from memsync.local.viewranks_open import discard, fold_since, open_quick
 from memsync.local.viewstore import ViewStore
 
-__all__ = ["LiveQuick", "Newest"]
+__all__ = ["LiveQuick", "Newest", "live_quick"]
 
 Newest = tuple[int | None, int, int]
 """What a reader knows of one id: its newest `created_at` (None: no record), in the first
@@ -239,3 +239,18 @@ def _scanned(fd: int, name: str, rid: str) -> Record | None:
                 if type(rec) is Record and rec.id == rid:
                     index.add(rec)
     return index.current(rid)
+
+
+_VIEWS: dict[tuple[Path, ViewStore], LiveQuick] = {}
+_VIEWS_LOCK = threading.Lock()
+
+
+def live_quick(path: Path, store: ViewStore) -> LiveQuick:
+    """This process's `LiveQuick` of memory file `path` in `store` (one per resolved path
+    and store): a server, and the thread that warms it at start, share it."""
+    key = (path.resolve(), store)
+    with _VIEWS_LOCK:
+        found = _VIEWS.get(key)
+        if found is None:
+            found = _VIEWS[key] = LiveQuick(key[0], store)
+        return found
