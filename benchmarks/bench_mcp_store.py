@@ -3,18 +3,18 @@
     python benchmarks/bench_mcp_store.py [--size 100k] [--rounds 20] [--tree DIR]...
 
 On a copy of the file (genmem.py), in a fresh state directory whose persistent view a
-`memsync prompt --max-chars 4000` builds first (a warm store, as a host starting a new
-session finds it): one server process per `--tree` (a source tree of memsync, for example
-`git archive main | tar -x -C /tmp/base`; default: this one), all alive at once, each
-built and driven through the SDK's in-process client. Then `--rounds` rounds of: `memsync
-add` (this tree's) appends one record from another process, then each server in turn (the
-order alternates between rounds, so that load on the machine falls on every server alike)
-makes one call of each kind: `recall` of a common word, a read of the global prompt
-resource, `remember`, the `memory` prompt (after that append), `supersede` of what it
-remembered, `forget` of the new one. The servers write the same file, so each call follows appends by other
-processes. Prints per server the first call (start-up: the view read or built), and per
-call its median and p99 (with 20 rounds, p99 is the worst), then the server process's RSS
-now and at its peak.
+`memsync prompt --max-chars 4000` builds first, and its recall index a `memsync recall`
+(warm, as a host starting a new session finds them): one server process per `--tree` (a
+source tree of memsync, for example `git archive main | tar -x -C /tmp/base`; default:
+this one), all alive at once, each built and driven through the SDK's in-process client.
+Then `--rounds` rounds of: `memsync add` (this tree's) appends one record from another
+process, then each server in turn (the order alternates between rounds, so that load on
+the machine falls on every server alike) makes one call of each kind: `recall` of a
+common word, a read of the global prompt resource, `remember`, the `memory` prompt (after
+that append), `supersede` of what it remembered, `forget` of the new one. The servers
+write the same file, so each call follows appends by other processes. Prints per server
+its first recall and prompt (start-up: the views read), per call its median and p99
+(with 20 rounds, p99 is the worst), then the server process's RSS now and at its peak.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def main() -> None:
         cmd = [sys.executable, "-m", "memsync", "prompt", str(file), "--max-chars", "4000"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
         print(f"{args.size}: store built by `prompt` in {time.perf_counter() - started:.1f} s")
+        cmd = [sys.executable, "-m", "memsync", "recall", str(file), "retry"]  # its index
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
         servers = [
             subprocess.Popen(
                 [sys.executable, __file__, "--serve", str(file), "--tree", str(tree)],
@@ -79,7 +81,10 @@ def main() -> None:
             assert server.stdin is not None
             server.stdin.close()
             server.wait()
-            print(f"server of {tree}: first recall {first['recall'] * 1000:.0f} ms")
+            print(
+                f"server of {tree}: first recall {first['recall'] * 1000:.0f} ms, "
+                f"then first prompt {first['prompt_resource'] * 1000:.0f} ms"
+            )
             for call in CALLS:
                 ms = sorted(t * 1000 for t in got[call])
                 p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
@@ -123,6 +128,8 @@ def serve(file: Path, tree: Path) -> None:
                 answer: dict[str, float] = {}
                 if request.strip() == "first":
                     answer["recall"], _ = await timed(client.call_tool("recall", {"query": "x"}))
+                    read = client.read_resource("memsync://m/prompt/global")
+                    answer["prompt_resource"], _ = await timed(read)
                 elif request.strip() == "round":
                     tool = client.call_tool
                     answer["recall"], _ = await timed(tool("recall", {"query": "retry"}))
