@@ -29,7 +29,7 @@ import msgspec
 from memsync.core.records import Record
 from memsync.local.asides import asides_of
 from memsync.local.fresh import now_us
-from memsync.local.livecache import FileIdentity, identity_of, resumable
+from memsync.local.livecache import FileIdentity, LiveCache, identity_of, resumable
 from memsync.local.storage import errors_named, open_for_reading, read_chunks_fd
 from memsync.local.viewranks import MIN_BUDGET, Damaged, Quick
 from memsync.local.viewranks_open import discard, fold_since, open_quick
@@ -59,6 +59,7 @@ class LiveQuick:
         # The last blocks rendered, by (scope, max_chars, markdown): with the file's
         # identity and size they were rendered at, and the next expiry (rule 11).
         self._rendered: dict[tuple[str | None, int, bool], tuple[object, int | None, str]] = {}
+        self._small: LiveCache | None = None
 
     def prompt(
         self, scope: str | None, max_chars: int, *, markdown: bool = False, now: int | None = None
@@ -67,20 +68,21 @@ class LiveQuick:
         one `reading.prompt_of` renders from a fold of the whole file, rendered again only
         when the file changed or an entry expired since the last one (rule 11). Raises
         OSError naming the file, UnsupportedFormat (rule 2)."""
-        now = now_us() if now is None else now
+        at = now_us() if now is None else now
         key = (scope, max_chars, markdown)
         with self._lock:
             fd = self._open()
             try:
                 with errors_named(self.path):
+                    small = os.fstat(fd).st_size < self.store.min_bytes
                     quick = self._refresh(fd) if max_chars >= MIN_BUDGET else None
                     if quick is not None:
                         hit = self._rendered.get(key)
-                        if hit is not None and hit[0] == self._stat and _before(now, hit[1]):
+                        if hit is not None and hit[0] == self._stat and _before(at, hit[1]):
                             return hit[2]
                         try:
-                            text = quick.prompt(scope, max_chars, now, markdown=markdown)
-                            until = quick.next_expiry(now)
+                            text = quick.prompt(scope, max_chars, at, markdown=markdown)
+                            until = quick.next_expiry(at)
                         except Damaged:
                             self._damaged()
                             text = None
@@ -91,7 +93,15 @@ class LiveQuick:
                             return text
             finally:
                 os.close(fd)
-            return self._folded(scope, max_chars, now, markdown)
+            if small and now is None:
+                # No store for a small file (`ViewStore.min_bytes`): this process's cache
+                # of its few ids, folded forward as it grows, its block rendered again
+                # only when it changed (`LiveCache`), dropped once the file has a store.
+                if self._small is None:
+                    self._small = LiveCache(self.path)
+                return self._small.prompt(scope, max_chars, markdown=markdown)
+            self._small = None
+            return self._folded(scope, max_chars, at, markdown)
 
     def current(self, rid: str) -> Record | None:
         """The current version of `rid` (rules 8 and 9, `Index.current`: before

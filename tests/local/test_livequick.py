@@ -130,6 +130,12 @@ def test_a_small_file_has_no_quick_part_and_the_fold_answers(tmp_path: Path) -> 
     now = now_us()
     blocks = [view.prompt(scope, budget, markdown=md, now=now) for scope, budget, md in BLOCKS]
     assert blocks == _folded(path, now)[0]
+    # At the local clock, from this process's cache of the small file, after an append too
+    # (the file's expiries are long past: the clock moving on changes nothing).
+    assert [view.prompt(s, b, markdown=md) for s, b, md in BLOCKS] == blocks
+    with open(path, "ab") as f:
+        f.write(entry("e00003", 9000, text="a later version") + b"\n")
+    assert [view.prompt(s, b, markdown=md) for s, b, md in BLOCKS] == _folded(path, now_us())[0]
     assert [(c.raw if (c := view.current(rid)) else None) for rid in IDS] == _folded(path, now)[1]
     assert view.newest("e00003") is None
     assert view.opened == 0
