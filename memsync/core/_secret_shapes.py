@@ -10,7 +10,8 @@ from __future__ import annotations
 import binascii
 from base64 import urlsafe_b64decode
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from memsync.core.lazyre import LazyPattern
 
@@ -49,8 +50,7 @@ def _plausible(value: str, classes: int) -> bool:
     return len(set(value)) >= 5 and _classes(value) >= classes
 
 
-@dataclass(frozen=True, slots=True)
-class _Detector:
+class _Detector(msgspec.Struct, frozen=True):
     """One value shape. Its `pattern` runs only if the shared prefilter matched and one of
     its `triggers` occurs in the text (in `text.lower()` when `folded`). A match counts when
     its group "v" (if any) has at least `classes` character classes and 5 distinct

@@ -5,7 +5,7 @@ start-up). `memsync.core.compaction` re-exports every name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
@@ -43,8 +43,7 @@ DEFAULT_GRACE_SECONDS = 5.0
 before the rename (rule 16)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Rejected:
+class Rejected(msgspec.Struct, frozen=True):
     """A bad line for the side file: where it was, its bytes (no "\\n"), and why."""
 
     line: int

@@ -8,7 +8,6 @@ exception is `UnsupportedFormat` for a header memsync must not guess at (rule 2)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal, TypeAlias
 
@@ -64,8 +63,7 @@ _ID_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _HUGE_INTEGER = re.compile(rb"\d{309}")
 
 
-@dataclass(frozen=True, slots=True)
-class Header:
+class Header(msgspec.Struct, frozen=True):
     """A header line: `{"format": "agent-memory/0.1", "created_at": ...}` (rule 2).
 
     `generation` is memsync's token for a rewritten file (compaction); None when absent.
@@ -78,20 +76,17 @@ class Header:
     install: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Blank:
+class Blank(msgspec.Struct, frozen=True):
     """An empty or all-whitespace line: skipped, not bad (rule 3)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Invalid:
+class Invalid(msgspec.Struct, frozen=True):
     """A bad line (rule 4), with a short reason a person can act on."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class BadLine:
+class BadLine(msgspec.Struct, frozen=True):
     """Where a bad line is and why (rule 4): reported, never propagated, never dropped."""
 
     file: str

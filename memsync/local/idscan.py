@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -41,8 +40,7 @@ Known = tuple[int | None, int, int]
 file's inode, and the offset the view read to (`Memory.forget_record`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Newest:
+class Newest(msgspec.Struct, frozen=True):
     """A scan of a file for one id: its newest `created_at` (None: no record), and the
     file's inode and the offset the scan read to."""
 

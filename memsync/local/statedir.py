@@ -50,10 +50,10 @@ taking what it is per (a memory and a remote, a memory file) for the others, bui
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
+import msgspec
 import xxhash
 
 from memsync.local.dirs import default_state_dir
@@ -62,8 +62,7 @@ from memsync.local.storage import private_dirs
 __all__ = ["StateDir", "StateDirLike"]
 
 
-@dataclass(frozen=True, slots=True)
-class StateDir:
+class StateDir(msgspec.Struct, frozen=True):
     """A state directory at `root`: names the files it holds (see the module docstring).
 
     Naming is pure (no I/O); `prepared` makes the folders a file needs.

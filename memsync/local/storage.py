@@ -14,8 +14,9 @@ import os
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from memsync.core.lines import LineSplitter
 from memsync.errors import MemsyncError
@@ -48,8 +49,7 @@ that reading a 300 MB file never holds more than a few chunks."""
 FILE_MODE = 0o600
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(msgspec.Struct, frozen=True):
     """Complete lines read from a file.
 
     Attributes:
