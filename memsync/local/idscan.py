@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from memsync.core.lines import classify
 from memsync.core.records import Record
+
+if TYPE_CHECKING:
+    from memsync.local.statedir import StateDirLike
 
 __all__ = ["Known", "Newest", "naming", "stored_newest"]
 
@@ -23,14 +27,16 @@ def naming(lines: list[bytes], rid: str, name: str) -> Iterator[Record]:
                 yield rec
 
 
-def stored_newest(path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
-    """`ViewStore.newest` in the default state directory, where the command line keeps
-    the persistent views; None without one (or when it cannot be read)."""
+def stored_newest(
+    path: Path, fd: int, rid: str, state_dir: StateDirLike | None = None
+) -> tuple[int | None, int] | None:
+    """`ViewStore.newest` in `state_dir` (None: the default one, where the command line
+    keeps the persistent views); None without one (or when it cannot be read)."""
     from memsync.local.statedir import StateDir  # not on `add`'s path (start-up)
     from memsync.local.viewstore import ViewStore
 
     try:
-        return ViewStore(StateDir.of()).newest(path, fd, rid)
+        return ViewStore(StateDir.of(state_dir)).newest(path, fd, rid)
     except OSError:
         return None
 

@@ -428,6 +428,10 @@ class Memory:
         newest = None if rid is None else self._newest_of(rid, seen).newest
         return next_stamp(now, recent, newest)
 
+    def _stored_newest(self, fd: int, rid: str) -> tuple[int | None, int] | None:
+        """`idscan.stored_newest` in this memory's state directory (None: the default)."""
+        return stored_newest(self.path, fd, rid, self.state_dir)
+
     def _newest_of(self, rid: str, since: Newest | None = None) -> Newest:
         """The newest `created_at` of any record of `rid`; scans only lines naming it.
         With `since` (an earlier scan for `rid`), only the bytes appended after it, when the
@@ -439,8 +443,8 @@ class Memory:
             start, newest = 0, None
             if since is not None and since.ino == st.st_ino and since.end <= st.st_size:
                 start, newest = since.end, since.newest
-            elif since is None and (stored := stored_newest(self.path, fd, rid)) is not None:
-                newest, start = stored
+            elif since is None and (found := self._stored_newest(fd, rid)) is not None:
+                newest, start = found
             end = start
             for chunk in read_chunks_fd(fd, start):
                 end = chunk.end

@@ -161,3 +161,18 @@ def test_a_damaged_note_is_read_past(tmp_path: Path) -> None:
     read, answers = _reading(path, store)
     assert read >= MIN_BYTES
     assert answers == _answers(path, None)
+
+
+@counted
+def test_forget_through_a_memory_uses_the_store_of_its_own_state_directory(
+    tmp_path: Path,
+) -> None:
+    """`Memory(state_dir=...)` stamps a tombstone after the id's newest record, found in
+    the persistent view of its own state directory (not the command line's default)."""
+    path, store = _memory(tmp_path)
+    _warm(path, store)
+    before = _bytes_read()
+    Memory(path, state_dir=store.state).forget("id000500")
+    assert _bytes_read() - before < path.stat().st_size // 2
+    assert "id000500" not in _answers(path, None)[0]
+    assert _answers(path, store) == _answers(path, None)
