@@ -5,8 +5,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
+
+import msgspec
 
 from memsync.core import render
 from memsync.core.records import Record
@@ -38,8 +39,7 @@ _TITLES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class PromptEntry:
+class PromptEntry(msgspec.Struct, frozen=True):
     """What the prompt needs of one live entry."""
 
     id: str

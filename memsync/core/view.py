@@ -10,10 +10,11 @@ whatever order the records arrive in. `build_view` then applies rules 9 to 12 at
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter, eq
 from typing import Any
+
+import msgspec
 
 from memsync.core.lines import BadLine, Header, Invalid, classify
 from memsync.core.prompt import scope_matches
@@ -51,8 +52,7 @@ def wins(new: Record, old: Record, line: Callable[[Record], bytes] = _RAW) -> bo
     return canonical_line(a) > canonical_line(b)
 
 
-@dataclass(slots=True)
-class Index:
+class Index(msgspec.Struct):
     """Per-id summary of every record seen (rules 8 to 10), built in any order.
 
     Attributes:
@@ -68,11 +68,11 @@ class Index:
             default; a reader of `Located` records passes one that reads the line again.
     """
 
-    tombs: dict[str, Record] = field(default_factory=dict)
-    user: dict[str, Record] = field(default_factory=dict)
-    inferred: dict[str, Record] = field(default_factory=dict)
-    superseded: dict[str, int] = field(default_factory=dict)
-    twins: list[tuple[Record, Record]] = field(default_factory=list)
+    tombs: dict[str, Record] = msgspec.field(default_factory=dict)
+    user: dict[str, Record] = msgspec.field(default_factory=dict)
+    inferred: dict[str, Record] = msgspec.field(default_factory=dict)
+    superseded: dict[str, int] = msgspec.field(default_factory=dict)
+    twins: list[tuple[Record, Record]] = msgspec.field(default_factory=list)
     records: int = 0
     line: Callable[[Record], bytes] = _RAW
 
@@ -158,8 +158,7 @@ class Index:
         return cur
 
 
-@dataclass(frozen=True, slots=True)
-class View:
+class View(msgspec.Struct, frozen=True):
     """Live current versions ordered by (`created_at`, `id`) (rule 12), and the twins met."""
 
     live: list[Record]

@@ -165,8 +165,7 @@ class MemoryView:
         return len(self.records)
 
 
-@dataclass(frozen=True, slots=True)
-class SecretFinding:
+class SecretFinding(msgspec.Struct, frozen=True):
     """A line whose text looks like a credential."""
 
     file: str
