@@ -30,6 +30,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     from memsync.local.viewstore import ViewStore
 
     files, store = existing(args.files), ViewStore(StateDir.of())
+    quick: tuple[str, object, object] | None = None
     if len(files) == 1 and args.max_chars is not None:
         from memsync.local.fresh import now_us
         from memsync.local.viewranks_open import stored_prompt
@@ -47,9 +48,18 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     with no_gc(), located_view(files, args.now, store) as view:
         if args.max_chars is None or not view.described:
             text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
-        else:  # only the lines the block holds are read (issue 20)
-            text = prompt_of_described(
-                view.records, args.scope, args.max_chars, view.line, view.length
+        else:
+            if len(files) == 1 and not view.resumed:
+                # The fold has just written the file's store and quick part: its drop
+                # order answers without ranking every entry again (a second at 1M).
+                quick = stored_prompt(store, files[0], args.scope, args.max_chars, now)
+            # Else only the lines the block holds are read (issue 20).
+            text = (
+                quick[0]
+                if quick is not None
+                else prompt_of_described(
+                    view.records, args.scope, args.max_chars, view.line, view.length
+                )
             )
     sys.stdout.write(text)
     report_bad(view.scan.bad, view.scan.headerless)
