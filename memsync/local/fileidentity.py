@@ -13,11 +13,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import xxhash
+
 from memsync.core.lines import Header, classify, without_bom
-from memsync.local.fileindex import TAIL_BYTES, tail_hash
 from memsync.local.storage import read_tail
 
-__all__ = ["FileIdentity", "identity_of", "resumable"]
+__all__ = ["TAIL_BYTES", "FileIdentity", "identity_of", "resumable", "tail_hash"]
+
+TAIL_BYTES = 4096
+"""How many bytes before an offset are hashed to check that a file was not rewritten."""
+
+
+def tail_hash(data: bytes) -> bytes:
+    """The check value of the bytes just before an offset."""
+    return xxhash.xxh3_64_digest(data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from memsync.core.scan import (
     superseding_starts,
 )
 from memsync.core.view import Index
+from memsync.local.fileidentity import TAIL_BYTES, tail_hash
 from memsync.local.sqlitedb import connect
 from memsync.local.storage import Chunk, read_chunks, read_tail
 
@@ -48,8 +49,6 @@ __all__ = [
     "tail_hash",
 ]
 
-TAIL_BYTES = 4096
-"""How many bytes before an offset are hashed to check that a file was not rewritten."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
@@ -80,11 +79,6 @@ def _usual_ids(joined: bytes, count: int) -> list[str] | None:
         return b"\n".join(found).decode("utf-8").split("\n")
     except UnicodeDecodeError:
         return None
-
-
-def tail_hash(data: bytes) -> bytes:
-    """The check value of the bytes just before an offset."""
-    return xxhash.xxh3_64_digest(data)
 
 
 _MASK64 = (1 << 64) - 1
