@@ -10,6 +10,7 @@ whatever order the records arrive in. `build_view` then applies rules 9 to 12 at
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter, eq
 from typing import Any
@@ -52,7 +53,10 @@ def wins(new: Record, old: Record, line: Callable[[Record], bytes] = _RAW) -> bo
     return canonical_line(a) > canonical_line(b)
 
 
-class Index(msgspec.Struct):
+# A slots dataclass, not a msgspec Struct (as View is): the fold reads its attributes for
+# every record, and CPython 3.11 reads a slot about 25% faster than a Struct field.
+@dataclass(slots=True)
+class Index:
     """Per-id summary of every record seen (rules 8 to 10), built in any order.
 
     Attributes:
@@ -68,11 +72,11 @@ class Index(msgspec.Struct):
             default; a reader of `Located` records passes one that reads the line again.
     """
 
-    tombs: dict[str, Record] = msgspec.field(default_factory=dict)
-    user: dict[str, Record] = msgspec.field(default_factory=dict)
-    inferred: dict[str, Record] = msgspec.field(default_factory=dict)
-    superseded: dict[str, int] = msgspec.field(default_factory=dict)
-    twins: list[tuple[Record, Record]] = msgspec.field(default_factory=list)
+    tombs: dict[str, Record] = field(default_factory=dict)
+    user: dict[str, Record] = field(default_factory=dict)
+    inferred: dict[str, Record] = field(default_factory=dict)
+    superseded: dict[str, int] = field(default_factory=dict)
+    twins: list[tuple[Record, Record]] = field(default_factory=list)
     records: int = 0
     line: Callable[[Record], bytes] = _RAW
 
