@@ -49,9 +49,10 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         if args.max_chars is None or not view.described:
             text = prompt_of(view.records, args.scope, args.max_chars, view.lines())
         else:
-            if len(files) == 1 and not view.resumed:
-                # The fold has just written the file's store and quick part: its drop
-                # order answers without ranking every entry again (a second at 1M).
+            if len(files) == 1:
+                # The fold has just written the file's store and quick part (cold, or over
+                # 1 MB behind): its drop order answers without ranking every entry again
+                # (a second at 1M).
                 quick = stored_prompt(store, files[0], args.scope, args.max_chars, now)
             # Else only the lines the block holds are read (issue 20).
             text = (
