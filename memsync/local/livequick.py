@@ -92,7 +92,7 @@ class LiveQuick:
                             self._rendered[key] = (self._stat, until, text)
                             return text
             finally:
-                os.close(fd)
+                self._close(fd)
             if small and now is None:
                 # No store for a small file (`ViewStore.min_bytes`): this process's cache
                 # of its few ids, folded forward as it grows, its block rendered again
@@ -126,7 +126,7 @@ class LiveQuick:
                             )
                     return _scanned(fd, str(self.path), rid)
             finally:
-                os.close(fd)
+                self._close(fd)
 
     def newest(self, rid: str) -> Newest | None:
         """The newest `created_at` of any record of `rid` in what the quick part and the
@@ -149,7 +149,7 @@ class LiveQuick:
                         found.append(stored)
                     return max(found, default=None), self._seen.ino, self._seen.offset
             finally:
-                os.close(fd)
+                self._close(fd)
 
     @contextmanager
     def held(self) -> Iterator[Quick | None]:
@@ -168,7 +168,15 @@ class LiveQuick:
                         self._damaged()
                         raise
             finally:
-                os.close(fd)
+                self._close(fd)
+
+    def _close(self, fd: int) -> None:
+        """The file closed, and the pages of the quick part this call read given back
+        (`Quick.release`): a server's memory is then not the columns its calls touched
+        (a prompt's walk down the drop order touches scattered rows of them)."""
+        os.close(fd)
+        if self._quick is not None:
+            self._quick.release()
 
     def _open(self) -> int:
         if asides_of(self.path):  # lines a killed compaction left aside (rule 16)

@@ -30,6 +30,7 @@ appended since: no answer either.
 from __future__ import annotations
 
 import heapq
+import mmap
 import os
 import sys
 from collections.abc import Iterable
@@ -172,6 +173,16 @@ class Quick:
         if xxhash.xxh3_64_digest(data) != self._blocks[block * 8 : block * 8 + 8]:
             raise Damaged
         self._checked.add(block)
+
+    def release(self) -> None:
+        """Drop the pages of the mapping read so far from this process's memory: clean
+        pages of a file, mapped again from the page cache (or read from the file) when
+        next needed; the blocks already checked stay checked (the mapping is of the same
+        file). Linux maps the 64 KiB around each page read (fault-around), so the rows a
+        prompt walks to, scattered over the columns, would otherwise stay mapped."""
+        mm = self._body.obj
+        if isinstance(mm, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+            mm.madvise(mmap.MADV_DONTNEED)
 
     def _id(self, row: int) -> bytes:
         start, end = self._get("offsets", row), self._get("offsets", row + 1)
