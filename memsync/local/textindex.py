@@ -33,6 +33,10 @@ COMMON = 2000
 """A word held by more lines than this is common: `TextIndex.candidates` ranks its lines a
 window of the latest at a time instead of all at once (the cost of a recall follows this,
 not the number of lines holding the word)."""
+OPTIMIZE_AFTER = 4 << 20
+"""A refresh that read this many bytes (a build, a rebuild, a large merge appended) leaves
+the index merged into one segment (FTS5 `optimize`), so that the small refreshes after
+appends stay small."""
 _MAX_ROWID, _MIN_ROWID = 2**63 - 1, -(2**63)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -87,6 +91,8 @@ class TextIndex:
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
         self.bytes_read = 0
+        self.optimize_after = OPTIMIZE_AFTER
+        """A refresh that read at least this many bytes merges the index into one segment."""
 
     def close(self) -> None:
         self._db.close()
@@ -117,6 +123,12 @@ class TextIndex:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 read = self._catch_up()
+                if read >= self.optimize_after:
+                    # A bulk read leaves FTS5 many segments that later small refreshes
+                    # would merge: a recall after an append then paid up to 0.4 s (23 MB
+                    # written, at 1M lines). One merge now, in the same transaction: 1.3 s
+                    # at 1M, against a build of several seconds.
+                    self._db.execute("INSERT INTO docs(docs) VALUES ('optimize')")
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")

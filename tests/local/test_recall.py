@@ -341,3 +341,24 @@ def test_the_servers_recall_through_its_held_quick_part_answers_as_the_cache(
     blob[-100] ^= 0xFF
     target.write_bytes(bytes(blob))
     both(LiveQuick(path, store))
+
+
+def test_an_index_merged_after_each_refresh_answers_the_same(tmp_path: Path) -> None:
+    """A refresh that read `optimize_after` bytes merges the index into one segment (FTS5
+    `optimize`): the rows and the candidates stay those of an index never merged."""
+    path = tmp_path / "m.jsonl"
+    _fixture(path)
+    with (
+        TextIndex(path, tmp_path / "merged.sqlite") as merged,
+        TextIndex(path, tmp_path / "plain.sqlite") as plain,
+    ):
+        merged.optimize_after = 0
+        plain.optimize_after = 1 << 40
+        for n in range(3):
+            Memory(path).add("fact", f"Retry {n} of the mirror.")
+            assert merged.refresh() == plain.refresh() > 0
+            assert merged.rows() == plain.rows()
+            for query in ("retry", "mirror short", "bm25"):
+                assert list(merged.candidates(query)) == list(plain.candidates(query))
+        segments = "SELECT count(*) FROM docs_data"
+        assert merged._db.execute(segments).fetchone() < plain._db.execute(segments).fetchone()
