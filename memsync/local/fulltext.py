@@ -63,7 +63,10 @@ def _live_cache(path: Path) -> LiveCache:
 @dataclass(frozen=True, slots=True)
 class RecallHit:
     """One live entry found by `recall`, best first. `score` is higher for a better match
-    (the negated BM25 rank with FTS5; the count of query words matched without it)."""
+    (the negated BM25 rank with FTS5; the count of query words matched without it). With a
+    common word in the query (`textindex.COMMON`), hits holding a rare word come first,
+    scored over the rare words; then the common words' hits, scored over those, newest
+    window first: scores then decrease within each part, not across them."""
 
     id: str
     kind: str
