@@ -53,6 +53,9 @@ def cmd_prompt(args: argparse.Namespace) -> int:
                 # The fold has just written the file's store and quick part (cold, or over
                 # 1 MB behind): its drop order answers without ranking every entry again
                 # (a second at 1M).
+                # (Its entries are those live when it was written: the clock now, not
+                # the command's start, which is earlier.)
+                now = now_us() if args.now is None else args.now
                 quick = stored_prompt(store, files[0], args.scope, args.max_chars, now)
             # Else only the lines the block holds are read (issue 20).
             text = (
