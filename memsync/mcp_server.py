@@ -391,11 +391,13 @@ def build_server(
 
 def _warm(path: Path, state_dir: StateDir | None) -> None:
     try:
-        warm(path, state_dir)
-        # The quick part opened (its digest checked once) and the global block rendered.
+        # First the quick part opened (its digest checked once; on a cold file the store
+        # written by another process: `LiveQuick._rewrite`) and the global block rendered,
+        # then the recall index, which then finds the store.
         live_quick(path, ViewStore(StateDir.of(state_dir))).prompt(
             None, DEFAULT_MAX_CHARS, markdown=True
         )
+        warm(path, state_dir)
     except (MemsyncError, OSError, sqlite3.Error) as exc:  # the first call will say why
         logging.getLogger("memsync").warning("could not warm the recall index or the view: %s", exc)
 

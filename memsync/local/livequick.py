@@ -18,8 +18,12 @@ call then has a quick part.
 
 from __future__ import annotations
 
+import math
 import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,6 +64,10 @@ class LiveQuick:
         # identity and size they were rendered at, and the next expiry (rule 11).
         self._rendered: dict[tuple[str | None, int, bool], tuple[object, int | None, str]] = {}
         self._small: LiveCache | None = None
+        self._written: tuple[int, int, int] | None = None  # the quick part's file, as held
+        self.rewriting: subprocess.Popen[bytes] | None = None
+        """The process writing the store again (`_rewrite`), if one was started."""
+        self._rewritten = -math.inf  # when it was started (`time.monotonic`)
 
     def prompt(
         self, scope: str | None, max_chars: int, *, markdown: bool = False, now: int | None = None
@@ -69,30 +77,12 @@ class LiveQuick:
         when the file changed or an entry expired since the last one (rule 11). Raises
         OSError naming the file, UnsupportedFormat (rule 2)."""
         at = now_us() if now is None else now
-        key = (scope, max_chars, markdown)
         with self._lock:
-            fd = self._open()
-            try:
-                with errors_named(self.path):
-                    small = os.fstat(fd).st_size < self.store.min_bytes
-                    quick = self._refresh(fd) if max_chars >= MIN_BUDGET else None
-                    if quick is not None:
-                        hit = self._rendered.get(key)
-                        if hit is not None and hit[0] == self._stat and _before(at, hit[1]):
-                            return hit[2]
-                        try:
-                            text = quick.prompt(scope, max_chars, at, markdown=markdown)
-                            until = quick.next_expiry(at)
-                        except Damaged:
-                            self._damaged()
-                            text = None
-                        if text is not None:
-                            if len(self._rendered) >= 64:  # many scopes: bounded memory
-                                self._rendered.clear()
-                            self._rendered[key] = (self._stat, until, text)
-                            return text
-            finally:
-                self._close(fd)
+            text, small = self._quick_prompt(scope, max_chars, at, markdown)
+            if text is None and not small and max_chars >= MIN_BUDGET and self._rewrite(True):
+                text, small = self._quick_prompt(scope, max_chars, at, markdown)
+            if text is not None:
+                return text
             if small and now is None:
                 # No store for a small file (`ViewStore.min_bytes`): this process's cache
                 # of its few ids, folded forward as it grows, its block rendered again
@@ -102,6 +92,36 @@ class LiveQuick:
                 return self._small.prompt(scope, max_chars, markdown=markdown)
             self._small = None
             return self._folded(scope, max_chars, at, markdown)
+
+    def _quick_prompt(
+        self, scope: str | None, max_chars: int, at: int, markdown: bool
+    ) -> tuple[str | None, bool]:
+        """The block from the quick part (None: it cannot answer), and whether the file
+        is too small to have one. Under the lock."""
+        key = (scope, max_chars, markdown)
+        fd = self._open()
+        try:
+            with errors_named(self.path):
+                small = os.fstat(fd).st_size < self.store.min_bytes
+                quick = self._refresh(fd) if max_chars >= MIN_BUDGET else None
+                if quick is None:
+                    return None, small
+                hit = self._rendered.get(key)
+                if hit is not None and hit[0] == self._stat and _before(at, hit[1]):
+                    return hit[2], small
+                try:
+                    text = quick.prompt(scope, max_chars, at, markdown=markdown)
+                    until = quick.next_expiry(at)
+                except Damaged:
+                    self._damaged()
+                    return None, small
+                if text is not None:
+                    if len(self._rendered) >= 64:  # many scopes: bounded memory
+                        self._rendered.clear()
+                    self._rendered[key] = (self._stat, until, text)
+                return text, small
+        finally:
+            self._close(fd)
 
     def current(self, rid: str) -> Record | None:
         """The current version of `rid` (rules 8 and 9, `Index.current`: before
@@ -187,18 +207,31 @@ class LiveQuick:
 
     def _refresh(self, fd: int) -> Quick | None:
         """The quick part of the file open as `fd`, with every complete line folded: the
-        one held, folded forward past what it read, when the file only grew since (and at
-        most `save_after` bytes past the quick part); else opened again; None when there
-        is no valid one."""
+        one held, folded forward past what it read, when the file only grew since; else
+        opened again; None when there is no valid one.
+
+        Once the file is more than `save_after` bytes past the one held, a quick part
+        written since (by a command, or by the rewrite started here) is taken; until there
+        is one, the one held is folded forward (the same answers, at the cost of the lines
+        appended since it was written) and the store is written again in another process
+        (`_rewrite`): a fold through the store here would keep hundreds of MB at 1M
+        records in this process for good."""
         st = os.fstat(fd)
         key = (st.st_ino, st.st_size, st.st_mtime_ns)
         quick, seen, name = self._quick, self._seen, str(self.path)
         if quick is not None and seen is not None:
             quick.fd = fd
-            if key == self._stat:
+            far = st.st_size - quick.head.size > self.store.save_after
+            if key == self._stat and not far:
                 return quick
-            behind = st.st_size - quick.head.size
-            if behind <= self.store.save_after and resumable(self.path, seen, st):
+            if resumable(self.path, seen, st):
+                if far:
+                    fresher = self._reopened(fd, st)
+                    if fresher is not None:
+                        return fresher
+                    self._rewrite(False)
+                    if key == self._stat:
+                        return quick
                 end, line = fold_since(quick, fd, name, seen.offset, seen.line)
                 self._seen = identity_of(self.path, st.st_ino, end, line)
                 self._stat = key
@@ -206,16 +239,51 @@ class LiveQuick:
         self._quick = self._seen = self._stat = None
         if st.st_size < self.store.min_bytes:
             return None
-        state, limit = self.store.state, self.store.save_after
+        return self._reopened(fd, st)
+
+    def _reopened(self, fd: int, st: os.stat_result) -> Quick | None:
+        """The quick part in the state directory, opened (its checks made), with the
+        lines after it folded, when it is valid and not the one held (nor one already
+        found not valid); None else (the one held, if any, stays)."""
+        state, name = self.store.state, str(self.path)
         ranks, note = state.view_ranks(self.path), state.view_seen(self.path)
-        quick = open_quick(ranks, note, self.path, fd, name, limit, fold=False)
+        try:
+            rst = os.stat(ranks)
+            written: tuple[int, int, int] | None = (rst.st_ino, rst.st_size, rst.st_mtime_ns)
+        except OSError:
+            written = None
+        if self._quick is not None and written == self._written:
+            return None
+        self._written = written
+        quick = open_quick(ranks, note, self.path, fd, name, self.store.save_after, fold=False)
         if quick is None:
             return None
         self.opened += 1
         end, line = fold_since(quick, fd, name, quick.head.size, quick.head.line)
-        self._quick, self._stat = quick, key
+        self._quick, self._stat = quick, (st.st_ino, st.st_size, st.st_mtime_ns)
         self._seen = identity_of(self.path, st.st_ino, end, line)
         return quick
+
+    def _rewrite(self, wait: bool) -> bool:
+        """Write the file's store (and its quick part) again in another process
+        (`python -m memsync.local.livequick`), at most one at a time and one a minute;
+        with `wait`, wait for it. Whether one ran to its end now."""
+        proc = self.rewriting
+        if proc is not None and proc.poll() is None:
+            return proc.wait() == 0 if wait else False
+        if time.monotonic() - self._rewritten < _REWRITE_EVERY:
+            return False
+        self._rewritten = time.monotonic()
+        store = self.store
+        args = [str(self.path), str(store.state.root), str(store.min_bytes), str(store.save_after)]
+        self.rewriting = subprocess.Popen(
+            [sys.executable, "-m", "memsync.local.livequick", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=_PACKAGE_HOME,  # memsync importable, installed or not
+        )
+        return self.rewriting.wait() == 0 if wait else False
 
     def _damaged(self) -> None:
         """A block of the quick part is not what was written: removed (the fold that
@@ -272,3 +340,27 @@ def live_quick(path: Path, store: ViewStore) -> LiveQuick:
         if found is None:
             found = _VIEWS[key] = LiveQuick(key[0], store)
         return found
+
+
+_REWRITE_EVERY = 60.0
+"""Seconds between two rewrites of a store by a server (`LiveQuick._rewrite`): a state
+directory that cannot be written costs one process a minute, not one per call."""
+_PACKAGE_HOME = Path(__file__).resolve().parents[2]
+
+
+def _main(argv: list[str]) -> int:
+    """`python -m memsync.local.livequick PATH STATE_DIR MIN_BYTES SAVE_AFTER`: write the
+    store of memory file PATH in STATE_DIR again when it is due (or missing), as a fold
+    through it does (`located_index`); a server's `_rewrite`."""
+    from memsync.local.located import located_index
+    from memsync.local.statedir import StateDir
+
+    path, root, min_bytes, save_after = argv
+    store = ViewStore(StateDir(Path(root)), min_bytes=int(min_bytes), save_after=int(save_after))
+    with located_index(Path(path), store):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

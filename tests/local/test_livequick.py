@@ -26,7 +26,10 @@ IDS = ("e00003", "e00004", "e00005", "e00010", "s00005", "x00002", "late", "abse
 BLOCKS = ((None, 4000, True), ("github.com", 1500, False), (None, 200, True))
 
 
-def _folded(path: Path, now: int) -> tuple[object, ...]:
+Answers = tuple[list[str], list[bytes | None], list[int | None]]
+
+
+def _folded(path: Path, now: int) -> Answers:
     """The blocks of `BLOCKS`, and the current line and newest instant of each of `IDS`,
     from a fold of the whole file."""
     with located_view([path], now) as view:
@@ -47,7 +50,7 @@ def _newest(path: Path, rid: str) -> int | None:
     return max(found, default=None)
 
 
-def _held(view: LiveQuick, path: Path, now: int) -> tuple[object, ...]:
+def _held(view: LiveQuick, path: Path, now: int) -> Answers:
     blocks = [view.prompt(scope, budget, markdown=md, now=now) for scope, budget, md in BLOCKS]
     current = [(c.raw if (c := view.current(rid)) else None) for rid in IDS]
     newest = []
@@ -139,3 +142,34 @@ def test_a_small_file_has_no_quick_part_and_the_fold_answers(tmp_path: Path) -> 
     assert [(c.raw if (c := view.current(rid)) else None) for rid in IDS] == _folded(path, now)[1]
     assert view.newest("e00003") is None
     assert view.opened == 0
+
+
+def test_far_behind_the_store_is_written_again_by_another_process(tmp_path: Path) -> None:
+    """Past `save_after` bytes appended, the quick part held still answers (folded
+    forward) while another process writes the store again; then the new one is taken."""
+    path = deciding_file(tmp_path / "me.jsonl", 600)
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0, save_after=4096)
+    with located_index(path, store):
+        pass
+    view = LiveQuick(path, store)
+    now = now_us()
+    assert _held(view, path, now) == _folded(path, now)
+    with open(path, "ab") as f:
+        f.write(b"".join(entry(f"n{i:04d}", 9000 + i) + b"\n" for i in range(80)))
+    block = view.prompt(None, 4000, markdown=True, now=now)  # the first call past it
+    assert view.rewriting is not None  # started by that call, which answered meanwhile
+    assert block == _folded(path, now)[0][0]
+    assert _held(view, path, now) == _folded(path, now)
+    assert view.rewriting.wait(60) == 0
+    assert _held(view, path, now) == _folded(path, now)
+    assert view.opened == 2  # the quick part the other process wrote
+
+
+def test_a_cold_file_has_its_store_written_by_another_process(tmp_path: Path) -> None:
+    path = deciding_file(tmp_path / "me.jsonl", 600)
+    view = LiveQuick(path, ViewStore(StateDir(tmp_path / "state"), min_bytes=0))
+    now = now_us()
+    assert _held(view, path, now) == _folded(path, now)
+    assert view.rewriting is not None
+    assert view.rewriting.returncode == 0
+    assert view.opened == 1
