@@ -348,7 +348,8 @@ def _sweep(target: Path) -> None:
     """Remove the stores beside `target` whose memory file is gone, or of another format:
     kept for nothing, they would fill the state directory (a test suite's temporary files,
     a memory moved away). Run when a store is written without one before (a new file, or
-    one rewritten): a short read of each store."""
+    one rewritten): a short read of each store. The check's notes (`foldcheck`) go with
+    their store."""
     for name in os.listdir(target.parent):
         other = target.parent / name
         if not name.endswith((".view", ".ranks")) or other == target:
@@ -363,6 +364,11 @@ def _sweep(target: Path) -> None:
             os.unlink(other)
         except OSError:
             continue
+    names = set(os.listdir(target.parent))
+    for name in names:
+        if name.endswith(".seen") and name.removesuffix(".seen") + ".view" not in names:
+            with contextlib.suppress(OSError):
+                os.unlink(target.parent / name)
 
 
 def _write(target: Path, *parts: bytes) -> None:
