@@ -56,12 +56,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     # Two passes (issue 14): the view holds where each live line is, not the line.
     keep = selector(scope=args.scope, kinds=args.kind)
-    # The persistent view (issue 20) for everything but the whole file as JSON, which
-    # reads every line: the export that owes nothing to the state directory.
-    store = None if args.json and keep is None and not args.digest else _view_store()
+    files = existing(args.files)
+    whole = args.json and keep is None and not args.digest
+    if whole and len(files) == 1 and _show_stored(files[0], args.now):
+        return EXIT_OK
+    # The whole file as JSON without a valid quick part reads every line, and writes no
+    # persistent view: the export must not need the state directory (nor its room).
+    store = None if whole else _view_store()
     from memsync.local.located import located_view  # (start-up: `prompt` may not need it)
 
-    with located_view(existing(args.files), args.now, store, hashes=args.digest) as view:
+    with located_view(files, args.now, store, hashes=args.digest) as view:
         if keep is not None and view.described:
             # The persistent view knows each entry's kind and scope: only the lines of
             # those the filter keeps are read (issue 20); the others are tested below.
@@ -80,6 +84,34 @@ def _show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _show_stored(path: Path, now: int | None) -> bool:
+    """`show --json` of memory file `path` from the quick part of its persistent view,
+    when it has a valid one (issue 20: the lines of the live versions read where they
+    lie, no line folded); False, having written nothing, when it has none."""
+    from memsync.local.fresh import now_us
+    from memsync.local.viewranks_open import stored_lines
+
+    with stored_lines(_view_store(), path, now_us() if now is None else now) as found:
+        if found is None:
+            return False
+        lines, bad, headerless = found
+        with buffered_stdout() as out:
+            _write_json_array(out, lines)
+    report_bad(bad, headerless)
+    return True
+
+
+def _write_json_array(out: BinaryIO, lines: Iterable[bytes]) -> None:
+    """The record objects exactly as written in `lines` (rule 5), as one JSON array,
+    streamed: no copy of every line."""
+    out.write(b"[")
+    first = True
+    for raw in lines:
+        out.write(raw.rstrip(b"\r") if first else b",\n" + raw.rstrip(b"\r"))
+        first = False
+    out.write(b"]\n")
+
+
 def _write_shown(
     out: BinaryIO,
     view: LocatedView,
@@ -90,21 +122,13 @@ def _write_shown(
     """The view's records that `keep` keeps (all when None) to `out`: one line each, or
     with `json_array` the record objects exactly as written in their lines (rule 5), as
     one JSON array, streamed (no copy of every line)."""
-    first = True
     if json_array:
-        out.write(b"[")
+        _write_json_array(out, _selected(view.lines(), keep))
+        return
     for rec, raw in zip(view.records, view.lines(), strict=True):
-        if keep is not None or not json_array:
-            obj: dict[str, Any] = msgspec.json.decode(raw)
-            if keep is not None and not keep(obj):
-                continue
-            if not json_array:
-                out.write(_show_line(rec, obj))
-                continue
-        out.write(raw.rstrip(b"\r") if first else b",\n" + raw.rstrip(b"\r"))
-        first = False
-    if json_array:
-        out.write(b"]\n")
+        obj: dict[str, Any] = msgspec.json.decode(raw)
+        if keep is None or keep(obj):
+            out.write(_show_line(rec, obj))
 
 
 def _view_store() -> ViewStore:

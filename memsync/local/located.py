@@ -31,6 +31,12 @@ from memsync.core.secrets import record_secrets
 from memsync.core.view import build_view
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
+from memsync.local.placed import LENGTH_BITS as _LENGTH_BITS
+from memsync.local.placed import LENGTH_MASK as _LENGTH_MASK
+from memsync.local.placed import OFFSET_BITS as _OFFSET_BITS
+from memsync.local.placed import OFFSET_MASK as _OFFSET_MASK
+from memsync.local.placed import RUN_BYTES as _RUN_BYTES
+from memsync.local.placed import lines_at
 from memsync.local.reading import CheckReport, ScanResult, SecretFinding, is_header, no_gc
 from memsync.local.storage import Chunk, errors_named, open_for_reading, read_chunks_fd
 
@@ -52,15 +58,6 @@ _CHUNK_BYTES = 1024 * 1024
 PARALLEL_BYTES = 16 * 1024 * 1024
 """Files this large together are folded in two processes (`fold_halves`); smaller ones
 in one: forking and sending the summary back would cost more than it saves."""
-_RUN_BYTES = 1024 * 1024
-"""The second pass reads at most this much with one `pread` (a run of adjacent lines)."""
-
-# `Located.at` packs (file number, offset, length): a record line is at most 64 KiB and
-# its "\r" (rule 4), so 17 bits hold its length; 40 bits hold offsets up to 1 TiB.
-_LENGTH_BITS = 17
-_OFFSET_BITS = 40
-_LENGTH_MASK = (1 << _LENGTH_BITS) - 1
-_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 _AT = attrgetter("at")
 
 
@@ -94,21 +91,7 @@ class LocatedView:
         Raises OSError naming the file when a line is no longer where it was read: a file
         rewritten in place, which memsync never does (rule 13).
         """
-        # `at >> _LENGTH_BITS` is (file number, offset) as one integer: the next line of the
-        # same file is at this line's plus its length and "\n".
-        start = expect = -1
-        count = 0
-        for at in map(_AT, self.records):
-            where = at >> _LENGTH_BITS
-            if where == expect and where - start < _RUN_BYTES:
-                expect = where + (at & _LENGTH_MASK) + 1
-                count += 1
-                continue
-            if count:
-                yield from self._run(start, expect, count)
-            start, expect, count = where, where + (at & _LENGTH_MASK) + 1, 1
-        if count:
-            yield from self._run(start, expect, count)
+        return lines_at(map(_AT, self.records), self.paths, self._fds)
 
     def hashes(self) -> Iterator[int]:
         """The `record_hash` of each of `records`, in order (`hashes_of`)."""
@@ -125,18 +108,6 @@ class LocatedView:
         """The lines of `records` (any of this view's files), in the order given: adjacent
         ones read with one `pread`, as `lines()` reads the view's."""
         return LocatedView(records, self.scan, self.paths, self._fds, self.resumed).lines()
-
-    def _run(self, start: int, end: int, count: int) -> list[bytes]:
-        """The `count` adjacent lines of one file from `start` to `end`, both given as
-        `(file number << _OFFSET_BITS) | offset`."""
-        file_no, offset = start >> _OFFSET_BITS, start & _OFFSET_MASK
-        path = self.paths[file_no]
-        with errors_named(path):
-            data = os.pread(self._fds[file_no], end - start, offset)
-        lines = data[:-1].split(b"\n")
-        if len(data) != end - start or data[-1:] != b"\n" or len(lines) != count:
-            raise OSError(f"{path}: changed while it was read (a file rewritten in place)")
-        return lines
 
     def line(self, rec: Record) -> bytes:
         """One record's line: read again for a `Located` record (to settle a tie)."""

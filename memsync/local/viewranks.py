@@ -54,6 +54,7 @@ from memsync.core.prompt import (
 from memsync.core.records import Located
 from memsync.core.version import __version__
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
+from memsync.local.placed import LENGTH_BITS, LENGTH_MASK, OFFSET_BITS
 
 __all__ = ["FORMAT", "LONG_LINE", "MIN_BUDGET", "Damaged", "Quick"]
 
@@ -70,8 +71,7 @@ LONG_LINE = (MIN_BUDGET - 256) // 2
 _MAGIC = b"MSRANK1\n"
 _PATH_BYTES = 4096  # as the store: `ViewStore._sweep` reads the path alone
 _BLOCK = 1 << 16
-_LENGTH_MASK = (1 << 17) - 1  # `Located.at`'s length bits (`local.located`)
-_LENGTH_BITS, _OFFSET_BITS = 17, 40
+_LENGTH_MASK, _LENGTH_BITS, _OFFSET_BITS = LENGTH_MASK, LENGTH_BITS, OFFSET_BITS
 
 # Flags of an id.
 _TOMB, _USER, _INFERRED, _USER_NO_EXP, _INFERRED_NO_EXP = 1, 2, 4, 8, 16
@@ -356,6 +356,62 @@ class Quick:
         chosen = heapq.nlargest(limit, fitting + top, key=_drop_key)
         more = matching - len(chosen) - len(too_long)
         return render_prompt(chosen + too_long, scope, max_chars, more=more, markdown=markdown)
+
+    def shown(self, now: int) -> list[int] | None:
+        """Where the line of each live current version at `now` lies (`Located.at`), in
+        rule 12's order (`created_at`, then id): the records of a fold's view
+        (`core.view.build_view`), which `show --json` prints; None for a `now` before
+        `floor` (the order holds only the entries live then). Reads every block of the
+        columns once. Raises Damaged."""
+        if now < self.head.floor:
+            return None
+        for block in range(len(self._blocks) // 8):
+            if block not in self._checked:
+                self._check(block)
+        affected = {rid: self.row_of(rid) for rid in self.by_id.keys() | self.sup.keys()}
+        skip = {row for row in affected.values() if row is not None}
+        c = self._cols
+        flags, live = c["flags"], c["live"]
+        user_ts, user_at, user_exp = c["user_ts"], c["user_at"], c["user_exp"]
+        inf_ts, inf_at, inf_exp = c["inf_ts"], c["inf_at"], c["inf_exp"]
+        stamps: list[int] = []
+        places: list[int] = []
+        rows: list[int] = []  # -1: a record appended since, named in `since`
+        for row in c["r_row"]:  # live at `floor`; expired since, or decided again: out
+            if row in skip:
+                continue
+            if live[row] == 1:
+                if flags[row] & _USER_NO_EXP or user_exp[row] > now:
+                    stamps.append(user_ts[row])
+                    places.append(user_at[row])
+                    rows.append(row)
+            elif flags[row] & _INFERRED_NO_EXP or inf_exp[row] > now:
+                stamps.append(inf_ts[row])
+                places.append(inf_at[row])
+                rows.append(row)
+        since: dict[int, str] = {}
+        for rid in affected:
+            rec = self.alive(rid, now)
+            if rec is not None:
+                since[len(rows)] = rid
+                stamps.append(rec.ts)
+                places.append(rec.at)
+                rows.append(-1)
+        order = sorted(range(len(stamps)), key=stamps.__getitem__)
+        i = 0
+        while i < len(order):  # runs of equal instants, by id (rule 12): rare
+            j = i + 1
+            while j < len(order) and stamps[order[j]] == stamps[order[i]]:
+                j += 1
+            if j - i > 1:
+                order[i:j] = sorted(
+                    order[i:j], key=lambda k: since[k] if k in since else self._rid(rows[k])
+                )
+            i = j
+        return [places[k] for k in order]
+
+    def _rid(self, row: int) -> str:
+        return self._id(row).decode("utf-8", "surrogatepass")
 
     def _top(
         self,

@@ -7,6 +7,8 @@ import contextlib
 import mmap
 import os
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -40,6 +42,7 @@ __all__ = [
     "newest_stored",
     "open_quick",
     "store_quick",
+    "stored_lines",
     "stored_prompt",
 ]
 
@@ -101,6 +104,39 @@ def stored_prompt(
                 discard(store.state.view_ranks(path))
                 return None
         return None if text is None else (text, quick.bad, quick.headerless)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def stored_lines(
+    store: Stores, path: Path, now: int
+) -> Iterator[tuple[Iterator[bytes], list[BadLine], list[str]] | None]:
+    """The lines of the live current versions of memory file `path` at `now`, in rule 12's
+    order (`Quick.shown`: what `show --json` prints), read where they lie, with the bad
+    lines and the files without a header that a fold reports; None when the quick part
+    cannot answer (as `stored_prompt`). The file stays open while the lines are read.
+    Raises OSError naming the file, and UnsupportedFormat (rule 2)."""
+    from memsync.local.placed import lines_at
+    from memsync.local.storage import errors_named, open_for_reading
+
+    if asides_of(path):  # lines a killed compaction left aside (rule 16)
+        from memsync.local.drain import recover_after_crash  # (start-up: nearly never)
+
+        recover_after_crash(path)
+    fd = open_for_reading(path)
+    try:
+        with errors_named(path):
+            quick = store_quick(store, path, fd)
+            try:
+                places = None if quick is None else quick.shown(now)
+            except Damaged:
+                discard(store.state.view_ranks(path))
+                places = None
+        if quick is None or places is None:
+            yield None
+        else:
+            yield lines_at(places, [path], [fd]), quick.bad, quick.headerless
     finally:
         os.close(fd)
 

@@ -17,6 +17,9 @@ from memsync.local.viewstore import MIN_BYTES, ViewStore
 HEADER = b'{"format": "agent-memory/0.1", "created_at": "2026-11-01T00:00:00Z"}\n'
 NOW = "2026-12-01T00:00:00Z"
 COMMANDS = (
+    # The whole file first: in an empty state directory it folds the file (and writes no
+    # store); once the store is there, it answers from its quick part.
+    ("show", "--json"),
     ("prompt", "--max-chars", "3000", "--scope", "github.com"),
     ("prompt",),
     ("show", "--scope", "project:x"),
@@ -25,16 +28,17 @@ COMMANDS = (
 )
 
 
-def _outputs(capfd: pytest.CaptureFixture[str], path: Path) -> list[str]:
-    """Each command's output (`show` writes bytes to stdout's buffer: captured at the fd)."""
+def _outputs(capfd: pytest.CaptureFixture[str], path: Path) -> list[tuple[str, str]]:
+    """Each command's output and what it reports (`show` writes bytes to stdout's buffer:
+    captured at the fd)."""
     outs = []
     for cmd, *rest in COMMANDS:
         assert main([cmd, str(path), "--now", NOW, *rest]) == 0
         sys.stdout.flush()
         sys.stdout.buffer.flush()
-        out = capfd.readouterr().out
+        out, err = capfd.readouterr()
         assert out.strip() not in ("", "[]")
-        outs.append(out)
+        outs.append((out, err))
     return outs
 
 
@@ -51,8 +55,12 @@ def test_show_and_prompt_answer_from_the_store_as_from_the_file(
     store = StateDir(state / "memsync").view_store(path)
     assert store.exists()
     assert _outputs(capfd, path) == first  # warm: from the store
-    with open(path, "ab") as f:
+    with open(path, "ab") as f:  # a tombstone, a bad line, a line of a CRLF editor
         f.write(b'{"id": "e00007", "deleted": true, "created_at": "2026-11-02T00:00:00Z"}\n')
+        f.write(b'{"id": "e00008", "kind": "fact"\n')
+        f.write(
+            b'{"id": "e00009", "kind": "fact", "text": "crlf", "created_at": "2026-11-04T00:00:00Z"}\r\n'
+        )
     assert main(["add", str(path), "--kind", "fact", "--text", "late", "--scope", "project:x"]) == 0
     capfd.readouterr()
     warm = _outputs(capfd, path)

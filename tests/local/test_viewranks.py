@@ -23,6 +23,7 @@ from memsync.core.records import Record
 from memsync.core.timestamps import MS, SECOND, format_ts
 from memsync.errors import UnsupportedFormat
 from memsync.local.located import located_view
+from memsync.local.placed import lines_at
 from memsync.local.reading import prompt_of
 from memsync.local.statedir import StateDir
 from memsync.local.storage import open_for_reading, read_chunks
@@ -79,7 +80,7 @@ def fold_answers(path: Path) -> tuple[object, ...]:
             live = {r.id: view.line(r) for r in view.records}
             alive = [live.get(rid) for rid in IDS]
             bad = [(b.line, b.reason) for b in view.scan.bad]
-            blocks.append((alive, bad, view.scan.headerless))
+            blocks.append((alive, bad, view.scan.headerless, list(view.lines())))
     newest: dict[str, int] = {}
     for chunk in read_chunks(path):
         for raw in chunk.lines:
@@ -106,7 +107,9 @@ def quick_answers(path: Path, store: ViewStore) -> tuple[object, ...] | None:
                 alive = [quick.alive(rid, now) for rid in IDS]
                 lines = [None if r is None else quick.line(r) for r in alive]
                 bad = [(b.line, b.reason) for b in quick.bad]
-                blocks.append((lines, bad, quick.headerless))
+                shown = quick.shown(now)  # what `show --json` prints, in its order
+                live = None if shown is None else list(lines_at(shown, [path], [fd]))
+                blocks.append((lines, bad, quick.headerless, live))
             newest = []  # what `forget` stamps after: the store's, then what was appended
             for rid in IDS:
                 found = [r.ts for r in quick.by_id.get(rid, ())]
