@@ -69,12 +69,15 @@ _OPEN = os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC  # filelock's f
 def _flock(lock_file: Path, timeout: float, busy: Callable[[], MemsyncError]) -> int | None:
     """The descriptor of `lock_file` under an exclusive `flock`, as filelock takes it (the
     file created 0600 when missing, never through a symbolic link); None when filelock
-    must decide (no `flock` here, a lock file of another account or not a regular file,
-    an error opening it), having left nothing behind that a soft lock would read as held.
+    must decide (a negative `timeout`, no `flock` here, a lock file of another account or
+    not a regular file, an error opening it), having left nothing behind that a soft lock
+    would read as held.
 
     Raises:
         busy(): another process held it for longer than `timeout` seconds.
     """
+    if timeout < 0:
+        return None  # filelock's "wait for ever", with its check for a deadlock in-process
     deadline = time.monotonic() + timeout
     while True:
         created = True
