@@ -205,13 +205,26 @@ def recall_live(
 ) -> list[RecallHit]:
     """`recall` of the file `live` reads (a server's `LiveQuick`, held between calls):
     each candidate checked against its quick part, with the lines appended since folded
-    in (one lookup each, no view of every id in memory); where it has none (a small file,
-    a damaged or no valid quick part), through the persistent view as `recall(...,
-    persistent=True)`. Same contract and arguments as `recall`."""
+    in (one lookup each, no view of every id in memory); where it has none, through the
+    persistent view as `recall(..., persistent=True)` (a damaged or no valid quick part),
+    or this process's cache (`recall`'s default) for a file under `min_bytes` of the
+    store, which never has one: a fold of it at every call would cost milliseconds, its
+    view held costs little memory. Same contract and arguments as `recall`."""
     from memsync.local.viewranks import Damaged
 
     p = live.path
     require_file(p)
+    if os.stat(p).st_size < live.store.min_bytes:
+        return recall(
+            p,
+            query,
+            scope=scope,
+            kinds=kinds,
+            min_confidence=min_confidence,
+            limit=limit,
+            now=now,
+            state_dir=state_dir,
+        )
     at = now_us() if now is None else now
     flt = _Filter(scope, frozenset(kinds), min_confidence)
     state = StateDir.of(state_dir)

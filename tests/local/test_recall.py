@@ -341,6 +341,9 @@ def test_the_servers_recall_through_its_held_quick_part_answers_as_the_cache(
     blob[-100] ^= 0xFF
     target.write_bytes(bytes(blob))
     both(LiveQuick(path, store))
+    small = LiveQuick(path, ViewStore(StateDir(state)))  # under MIN_BYTES: the cache answers
+    both(small)
+    assert small.opened == 0
 
 
 def test_an_index_merged_after_each_refresh_answers_the_same(tmp_path: Path) -> None:
