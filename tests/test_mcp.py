@@ -154,6 +154,47 @@ def test_every_tool_the_resource_and_the_prompt(tmp_path: Path) -> None:
     assert Memory(path).check().clean
 
 
+def test_a_file_with_a_store_answers_as_a_fold(tmp_path: Path) -> None:
+    """Over `ViewStore.min_bytes` (350 KB) the server answers from the file's quick part
+    (written on the first call, `LiveQuick`): the prompt block is a fold's, before and
+    after `supersede` and `forget`, and `supersede` carries the old entry's scope."""
+    from memsync.local.located import located_view
+    from memsync.local.reading import prompt_of
+    from tests.helpers.records import deciding_file
+
+    path = deciding_file(tmp_path / "me.jsonl", 1800)
+    server = build_server(path, "me", StateDir(tmp_path / "state"))
+
+    def folded() -> str:
+        with located_view([path]) as view:  # (every expiry in the file is long past)
+            return prompt_of(view.records, None, DEFAULT_MAX_CHARS, view.lines(), markdown=True)
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            [content] = (await client.read_resource("memsync://me/prompt/global")).contents
+            assert isinstance(content, TextResourceContents)
+            assert content.text == folded()
+            args = {"id": "e00006", "text": "corrected"}
+            r = await client.call_tool("supersede", args)
+            assert r.structured_content is not None
+            assert r.structured_content["supersedes"] == "e00006"
+            new = r.structured_content["id"]
+            r = await client.call_tool("forget", {"id": "e00004"})
+            assert not r.is_error
+            [content] = (await client.read_resource("memsync://me/prompt/global")).contents
+            assert isinstance(content, TextResourceContents)
+            assert content.text == folded()
+            with located_view([path]) as view:
+                pairs = zip(view.records, view.lines(), strict=True)
+                live = {rec.id: json.loads(line) for rec, line in pairs}
+            assert "e00006" not in live
+            assert "e00004" not in live
+            assert live[new]["scope"] == "github.com"  # e00006's
+
+    anyio.run(scenario)
+    assert StateDir(tmp_path / "state").view_ranks(path).exists()
+
+
 def test_a_secret_is_refused_with_memsyncs_message(tmp_path: Path) -> None:
     path = tmp_path / "me.jsonl"
     server = build_server(path, "me", StateDir(tmp_path / "state"))
