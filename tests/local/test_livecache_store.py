@@ -1,4 +1,4 @@
-"""The long-lived reader's cache (`LiveCache`, the MCP server's view) started from the
+"""The long-lived reader's cache (`LiveCache`, `Memory.to_prompt`'s) started from the
 file's persistent view (issue 20): the same answers as a fold of the whole file, after
 appends by another process and whatever happened to the file or the store since."""
 
