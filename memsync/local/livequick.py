@@ -267,23 +267,31 @@ class LiveQuick:
     def _rewrite(self, wait: bool) -> bool:
         """Write the file's store (and its quick part) again in another process
         (`python -m memsync.local.livequick`), at most one at a time and one a minute;
-        with `wait`, wait for it. Whether one ran to its end now."""
+        with `wait`, wait for it (at most `_REWRITE_WAIT`). Whether one ran to its end
+        now; False too when none could be started (the caller folds here instead)."""
         proc = self.rewriting
-        if proc is not None and proc.poll() is None:
-            return proc.wait() == 0 if wait else False
-        if time.monotonic() - self._rewritten < _REWRITE_EVERY:
+        if proc is None or proc.poll() is not None:
+            if time.monotonic() - self._rewritten < _REWRITE_EVERY:
+                return False
+            self._rewritten = time.monotonic()
+            store = self.store
+            args = [str(self.path), str(store.state.root), str(store.min_bytes)]
+            try:
+                proc = self.rewriting = subprocess.Popen(
+                    [sys.executable, "-m", "memsync.local.livequick", *args, str(store.save_after)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd=_PACKAGE_HOME,  # memsync importable, installed or not
+                )
+            except OSError:  # no interpreter to run (an embedded one), no process left
+                return False
+        if not wait:
             return False
-        self._rewritten = time.monotonic()
-        store = self.store
-        args = [str(self.path), str(store.state.root), str(store.min_bytes), str(store.save_after)]
-        self.rewriting = subprocess.Popen(
-            [sys.executable, "-m", "memsync.local.livequick", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=_PACKAGE_HOME,  # memsync importable, installed or not
-        )
-        return self.rewriting.wait() == 0 if wait else False
+        try:
+            return proc.wait(_REWRITE_WAIT) == 0
+        except subprocess.TimeoutExpired:
+            return False
 
     def _damaged(self) -> None:
         """A block of the quick part is not what was written: removed (the fold that
@@ -345,6 +353,9 @@ def live_quick(path: Path, store: ViewStore) -> LiveQuick:
 _REWRITE_EVERY = 60.0
 """Seconds between two rewrites of a store by a server (`LiveQuick._rewrite`): a state
 directory that cannot be written costs one process a minute, not one per call."""
+_REWRITE_WAIT = 900.0
+"""Seconds a call waits for the store written by another process (a cold 1M-record file:
+about 30 s here) before it folds the file itself."""
 _PACKAGE_HOME = Path(__file__).resolve().parents[2]
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.local.compaction import compact_file
 from memsync.local.fresh import now_us
@@ -173,3 +175,15 @@ def test_a_cold_file_has_its_store_written_by_another_process(tmp_path: Path) ->
     assert view.rewriting is not None
     assert view.rewriting.returncode == 0
     assert view.opened == 1
+
+
+def test_without_another_process_the_server_folds_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No interpreter to start (an embedded one): the fold answers, in this process."""
+    path = deciding_file(tmp_path / "me.jsonl", 600)
+    view = LiveQuick(path, ViewStore(StateDir(tmp_path / "state"), min_bytes=0))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    now = now_us()
+    assert _held(view, path, now) == _folded(path, now)
+    assert view.rewriting is None
