@@ -247,32 +247,15 @@ def _recall_stored(
     """`recall` through the persistent view: the same checks of each candidate against
     the view (rules 8 to 11), the line of each read from the file. From its quick part
     when it is valid (each candidate one lookup, `viewranks`), else from the store."""
-    from memsync.local.asides import asides_of
-    from memsync.local.storage import errors_named, open_for_reading
-    from memsync.local.viewranks import Damaged
-    from memsync.local.viewranks_open import discard, store_quick
+    from memsync.local.viewranks_open import opened_quick
     from memsync.local.viewstore import ViewStore
 
     store = ViewStore(state)
     fts = _text_index(path.resolve(), state.recall_index(path))
-    if asides_of(path):  # lines a killed compaction left aside (rule 16)
-        from memsync.local.drain import recover_after_crash  # (start-up: nearly never)
-
-        recover_after_crash(path)
-    fd = open_for_reading(path)
-    try:
-        with errors_named(path):
-            quick = store_quick(store, path, fd)
-            if quick is not None:
-                fts.refresh()
-                try:
-                    return _hits(
-                        fts, query, flt, limit, lambda rid: quick.alive(rid, at), quick.line
-                    )
-                except Damaged:
-                    discard(state.view_ranks(path))  # (the store answers, and writes one)
-    finally:
-        os.close(fd)
+    with opened_quick(store, path) as quick:  # damaged: the store answers, and writes one
+        if quick is not None:
+            fts.refresh()
+            return _hits(fts, query, flt, limit, lambda rid: quick.alive(rid, at), quick.line)
     from memsync.local.located import located_index  # (start-up: the quick part answers)
 
     with located_index(path, store) as view:

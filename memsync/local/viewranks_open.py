@@ -41,6 +41,7 @@ __all__ = [
     "head_size",
     "newest_stored",
     "open_quick",
+    "opened_quick",
     "store_quick",
     "stored_lines",
     "stored_prompt",
@@ -84,28 +85,12 @@ def stored_prompt(
     quick part cannot answer (`Quick.prompt`; invalid, damaged, or more than
     `store.save_after` bytes behind: the fold then writes it again). Raises OSError naming
     the file, and UnsupportedFormat (rule 2)."""
-    from memsync.local.storage import errors_named, open_for_reading
-
     if max_chars < MIN_BUDGET:
         return None
-    if asides_of(path):  # lines a killed compaction left aside (rule 16)
-        from memsync.local.drain import recover_after_crash  # (start-up: nearly never)
-
-        recover_after_crash(path)
-    fd = open_for_reading(path)
-    try:
-        with errors_named(path):
-            quick = store_quick(store, path, fd)
-            if quick is None:
-                return None
-            try:
-                text = quick.prompt(scope, max_chars, now, markdown=markdown)
-            except Damaged:
-                discard(store.state.view_ranks(path))
-                return None
-        return None if text is None else (text, quick.bad, quick.headerless)
-    finally:
-        os.close(fd)
+    with opened_quick(store, path) as quick:
+        text = None if quick is None else quick.prompt(scope, max_chars, now, markdown=markdown)
+        return None if quick is None or text is None else (text, quick.bad, quick.headerless)
+    return None  # damaged (`opened_quick`)
 
 
 @contextmanager
@@ -118,6 +103,24 @@ def stored_lines(
     cannot answer (as `stored_prompt`). The file stays open while the lines are read.
     Raises OSError naming the file, and UnsupportedFormat (rule 2)."""
     from memsync.local.placed import lines_at
+
+    places = None
+    with opened_quick(store, path) as quick:
+        places = None if quick is None else quick.shown(now)
+        if quick is not None and places is not None:
+            yield lines_at(places, [path], [quick.fd]), quick.bad, quick.headerless
+            return
+    yield None  # no quick part, a `now` before its floor, or damaged
+
+
+@contextmanager
+def opened_quick(store: Stores, path: Path) -> Iterator[Quick | None]:
+    """The quick part in `store` of memory file `path` (`store_quick`; None when there is
+    none to use), the file open (`Quick.fd`) while it is used; first, the lines a killed
+    compaction left aside are copied back (rule 16). A block found damaged while it is
+    used (`Damaged`) removes the quick part and ends the block without an answer: the
+    caller's fold answers, and writes a new one. Raises OSError naming the file, and
+    UnsupportedFormat (rule 2)."""
     from memsync.local.storage import errors_named, open_for_reading
 
     if asides_of(path):  # lines a killed compaction left aside (rule 16)
@@ -129,14 +132,9 @@ def stored_lines(
         with errors_named(path):
             quick = store_quick(store, path, fd)
             try:
-                places = None if quick is None else quick.shown(now)
+                yield quick
             except Damaged:
                 discard(store.state.view_ranks(path))
-                places = None
-        if quick is None or places is None:
-            yield None
-        else:
-            yield lines_at(places, [path], [fd]), quick.bad, quick.headerless
     finally:
         os.close(fd)
 
