@@ -98,12 +98,11 @@ def _signed_bits(confidence: float) -> int:
 
 
 def _versions(
-    slot: _Slot, row_of: dict[str, int], flags: bytearray, flag: int, no_exp: int, n: int
-) -> tuple[list[int], list[int], list[int], list[int]]:
-    """A table of versions spread over the rows of its ids: their rows (in the table's
-    order), instants, where their lines are, and expiries (`flags` marked). Lists while
-    they are filled (an `array` boxes each element it is given)."""
-    rows = list(map(row_of.__getitem__, slot.ids))
+    slot: _Slot, rows: list[int], flags: bytearray, flag: int, no_exp: int, n: int
+) -> tuple[list[int], list[int], list[int]]:
+    """A table of versions spread over `rows` (the row of each of its ids, in the table's
+    order): their instants, where their lines are, and expiries, by row (`flags`
+    marked). Lists while they are filled (an `array` boxes each element it is given)."""
     ts, at, exp = [0] * n, [0] * n, [0] * n
     for r, t, a, e in zip(rows, slot.ts, slot.at, slot.expires, strict=True):
         ts[r] = t
@@ -113,7 +112,31 @@ def _versions(
         else:
             flags[r] |= flag
             exp[r] = e
-    return rows, ts, at, exp
+    return ts, at, exp
+
+
+def _rows(tables: list[list[str]]) -> tuple[list[str], list[list[int]]]:
+    """The distinct ids of `tables`, sorted, and for each table the row (place among
+    them) of each of its ids: one sort of all the ids, then one walk down it (no set and
+    no dict of a million ids: each costs more than the walk)."""
+    every = [rid for table in tables for rid in table]
+    order = sorted(range(len(every)), key=every.__getitem__)
+    ids: list[str] = []
+    row_at = [0] * len(every)
+    previous, row = None, -1
+    for j in order:
+        rid = every[j]
+        if rid != previous:
+            row += 1
+            ids.append(rid)
+            previous = rid
+        row_at[j] = row
+    del order, every
+    found, start = [], 0
+    for table in tables:
+        found.append(row_at[start : start + len(table)])
+        start += len(table)
+    return ids, found
 
 
 def build(
@@ -125,9 +148,9 @@ def build(
 ) -> tuple[list[str], list[int], list[array[int] | bytes]]:
     """The columns (`_COLUMNS`) of the store's tables, and the scopes of the entries live
     at `floor` with how many each has. Column by column, one loop per table."""
-    ids = sorted(set(tombs.ids).union(user.ids, inferred.ids, superseded))
+    sup_ids = list(superseded)
+    ids, (t_rows, u_rows, i_rows, s_rows) = _rows([tombs.ids, user.ids, inferred.ids, sup_ids])
     n = len(ids)
-    row_of = dict(zip(ids, range(n), strict=True))
     try:  # ids are ASCII (genmem's, uuid's, the CLI's): one encode, lengths from the text
         blob = "".join(ids).encode("ascii")
         offsets = array("Q", accumulate(map(len, ids), initial=0))
@@ -137,18 +160,17 @@ def build(
     del ids
     flags = bytearray(n)
     t_ts, t_at = [0] * n, [0] * n
-    for r, t, a in zip(map(row_of.__getitem__, tombs.ids), tombs.ts, tombs.at, strict=True):
+    for r, t, a in zip(t_rows, tombs.ts, tombs.at, strict=True):
         flags[r] |= _TOMB
         t_ts[r] = t
         t_at[r] = a
-    u_rows, u_ts, u_at, u_exp = _versions(user, row_of, flags, _USER, _USER_NO_EXP, n)
-    i_rows, i_ts, i_at, i_exp = _versions(inferred, row_of, flags, _INFERRED, _INFERRED_NO_EXP, n)
-    for rid, sup in superseded.items():
-        r = row_of[rid]
+    u_ts, u_at, u_exp = _versions(user, u_rows, flags, _USER, _USER_NO_EXP, n)
+    i_ts, i_at, i_exp = _versions(inferred, i_rows, flags, _INFERRED, _INFERRED_NO_EXP, n)
+    for r, sup in zip(s_rows, superseded.values(), strict=True):
         flags[r] |= (_SUP_USER if sup & SUPERSEDED_BY_USER else 0) | (
             _SUP_INFERRED if sup & SUPERSEDED_BY_INFERRED else 0
         )
-    del row_of
+    del t_rows, s_rows
     live, scope = bytearray(n), [0] * n
     scope_no: dict[str, int] = {}
     keys: list[int] = []
