@@ -43,26 +43,30 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line's parser: every command's, or with `argv` given and naming a
     command, that command's alone (issue 20: `memsync add` builds one subcommand's parser
     and imports no other command's module; what it accepts and prints is the same)."""
-    parser = Parser(
-        prog="memsync",
-        description="Keep agent memory files consistent across machines and agents.",
-    )
-    parser.add_argument("--version", action="version", version=f"memsync {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
-    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    sub.required = True
-    command = None if argv is None else _command_of(argv)
-    if command in _COMMANDS:
-        _COMMANDS[command](sub)
-    elif command in _EXTRA_COMMANDS:
-        _register_extra(_EXTRA_COMMANDS[command], sub)
-    else:  # --help, no command, or a misspelt one: argparse lists every command
-        for register in _COMMANDS.values():
-            register(sub)
-        for module in dict.fromkeys(_EXTRA_COMMANDS.values()):
-            _register_extra(module, sub)
-    describe(sub)
+    Parser.building = True  # no terminal measured for each argument (`Parser.building`)
+    try:
+        parser = Parser(
+            prog="memsync",
+            description="Keep agent memory files consistent across machines and agents.",
+        )
+        parser.add_argument("--version", action="version", version=f"memsync {__version__}")
+        parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+        sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+        sub.required = True
+        command = None if argv is None else _command_of(argv)
+        if command in _COMMANDS:
+            _COMMANDS[command](sub)
+        elif command in _EXTRA_COMMANDS:
+            _register_extra(_EXTRA_COMMANDS[command], sub)
+        else:  # --help, no command, or a misspelt one: argparse lists every command
+            for register in _COMMANDS.values():
+                register(sub)
+            for module in dict.fromkeys(_EXTRA_COMMANDS.values()):
+                _register_extra(module, sub)
+        describe(sub)
+    finally:
+        Parser.building = False
     return parser
 
 

@@ -534,6 +534,20 @@ def test_one_commands_parser_is_the_same_as_in_the_whole_parser() -> None:
     assert commands(_build_parser(["no-such-command"])).keys() == whole.keys()
 
 
+@pytest.mark.parametrize("columns", [60, 200])
+def test_help_is_formatted_at_the_terminals_width(
+    columns: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parsers are built without measuring the terminal (issue 20: start-up); help
+    is still formatted at its width (COLUMNS, as argparse reads it)."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    with pytest.raises(SystemExit):
+        main(["add", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= columns - 2
+    assert (max(map(len, lines)) > 60) is (columns == 200)
+
+
 def test_help_says_what_now_and_scope_take(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["show", "--help"])
