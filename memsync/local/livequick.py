@@ -79,7 +79,10 @@ class LiveQuick:
         at = now_us() if now is None else now
         with self._lock:
             text, small = self._quick_prompt(scope, max_chars, at, markdown)
-            if text is None and not small and max_chars >= MIN_BUDGET and self._rewrite(True):
+            # No valid quick part (a cold file, a damaged one): written by another process,
+            # then asked. (One that cannot answer, a clock behind its floor, is not.)
+            cold = self._quick is None and not small and max_chars >= MIN_BUDGET
+            if text is None and cold and self._rewrite(True):
                 text, small = self._quick_prompt(scope, max_chars, at, markdown)
             if text is not None:
                 return text
