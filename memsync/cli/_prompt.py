@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from memsync.cli._common import EXIT_OK, configured_memory, existing, report_bad
 from memsync.errors import UsageError
+
+if TYPE_CHECKING:
+    from memsync.core.lines import BadLine
 
 __all__ = ["cmd_prompt"]
 
@@ -30,7 +34,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     from memsync.local.viewstore import ViewStore
 
     files, store = existing(args.files), ViewStore(StateDir.of())
-    quick: tuple[str, object, object] | None = None
+    quick: tuple[str, list[BadLine], list[str]] | None = None
     if len(files) == 1 and args.max_chars is not None:
         from memsync.local.fresh import now_us
         from memsync.local.viewranks_open import stored_prompt
