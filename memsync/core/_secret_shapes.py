@@ -7,8 +7,6 @@ the design notes are in `memsync.core.secrets`' docstring.
 
 from __future__ import annotations
 
-import binascii
-from base64 import urlsafe_b64decode
 from collections.abc import Callable
 
 import msgspec
@@ -76,6 +74,9 @@ class _Detector(msgspec.Struct, frozen=True):
 def _is_snowflake_b64(value: str) -> bool:
     """Given the first part of a Discord token, return True when it is base64 of a
     17-20 digit snowflake id (the account id), as every Discord bot token's is."""
+    import binascii  # a Discord-shaped candidate only: `add`'s start-up has no base64
+    from base64 import urlsafe_b64decode
+
     try:
         raw = urlsafe_b64decode(value + "=" * (-len(value) % 4))
     except (binascii.Error, ValueError):
