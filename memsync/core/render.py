@@ -23,7 +23,6 @@ item, a link, an image or a terminal escape, or pass itself off as the person's 
 
 from __future__ import annotations
 
-import json
 import re
 
 __all__ = ["CONTROLS", "fold", "json_text", "md_code", "md_text", "token", "visible"]
@@ -85,10 +84,16 @@ def token(text: str, *, escaped: bool = False) -> str:
     if escaped:
         if text and CONTROLS.search(text) is None and _UNQUOTED_END.search(text) is None:
             return text
-        return visible(json.dumps(text, ensure_ascii=False))
+        return visible(_quoted(text))
     text = fold(text)
     if text and _UNQUOTED_END.search(text) is None:
         return text
+    return _quoted(text)
+
+
+def _quoted(text: str) -> str:
+    import json  # a string that needs quoting is rare: `prompt` starts without json (issue 20)
+
     return json.dumps(text, ensure_ascii=False)
 
 
