@@ -12,7 +12,8 @@ For each size (genmem.py) and each tree (this one; `--base`, another checkout wi
 - untimed: one `recall` (builds the full-text index) and one `memsync add`;
 - warm, `--runs` times (`--big-runs` from 300k on), interleaved: `python -c "import json"`
   (the yardstick, same interpreter), `add`, `prompt --max-chars 4000`, `recall retry` (a
-  common word), `forget ID` (another existing id each time).
+  common word), `forget ID` (another existing id each time), `show --json` (the whole
+  file: from the quick part of a valid persistent view where the tree has one).
 
 Medians of wall time and of peak RSS (GNU time). Byte-code is compiled first in both
 trees (`compileall`), as an installed package has it.
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from common import ROOT, Run, machine, median, memory, records, sizes, timed
 
-WARM = ("add", "prompt --max-chars 4000", "recall retry", "forget ID")
+WARM = ("add", "prompt --max-chars 4000", "recall retry", "forget ID", "show --json")
 
 
 def _python(tree: Path) -> str:
@@ -72,6 +73,7 @@ def _tree(tree: Path, src: Path, runs: int) -> dict[str, Run]:
                 "prompt --max-chars 4000": ["-m", "memsync", "prompt", f, "--max-chars", "4000"],
                 "recall retry": ["-m", "memsync", "recall", f, "retry"],
                 "forget ID": ["-m", "memsync", "forget", f, rid],
+                "show --json": ["-m", "memsync", "show", f, "--json"],
             }
             os.environ["XDG_STATE_HOME"] = str(state)
             for name, args in commands.items():
