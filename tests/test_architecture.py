@@ -11,6 +11,7 @@ from __future__ import annotations
 import __future__
 
 import ast
+import hashlib
 import logging
 import subprocess
 import sys
@@ -645,3 +646,47 @@ def test_the_sync_pass_imports_nothing_private() -> None:
         if (names := [n for n in _private_imports(MODULES[name].read_text()) if n not in MODULES])
     }
     assert found == {}
+
+
+def test_recall_starts_without_openssl_or_json(tmp_path: Path) -> None:
+    """Issue 20: `memsync recall` of a file with a persistent view and a recall index
+    imports neither `hashlib` (OpenSSL, about 3 ms: its index's name takes the built-in
+    SHA-256) nor `json` (only `--json` prints it), nor the fold or the other commands'
+    modules."""
+    memory = tmp_path / "me.jsonl"
+    body = "".join(
+        f'{{"id": "e{i:05d}", "kind": "fact", "text": "Retry {i} {"x" * 200}", '
+        f'"created_at": "2026-01-01T00:00:00Z"}}\n'
+        for i in range(1500)  # over foldcheck.MIN_BYTES: a file that gets a store
+    )
+    memory.write_text(
+        '{"format": "agent-memory/0.1", "created_at": "2026-01-01T00:00:00Z"}\n' + body
+    )
+    warm = f"main(['prompt', {str(memory)!r}]); main(['recall', {str(memory)!r}, 'retry'])"
+    subprocess.run(
+        [sys.executable, "-c", f"from memsync.cli import main; {warm}"],
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    code = (
+        "import sys\n"
+        "from memsync.cli import main\n"
+        f"assert main(['recall', {str(memory)!r}, 'retry']) == 0\n"
+        "heavy = {'hashlib', 'json', 'memsync.cli._files', 'memsync.local.located',\n"
+        "         'memsync.local.drain', 'pydantic', 'filelock'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
+def test_the_recall_index_name_is_the_sha256_of_the_path(tmp_path: Path) -> None:
+    """The built-in SHA-256 `StateDir.recall_index` uses names the index as `hashlib` did:
+    an index built before is found again."""
+    from memsync.local.statedir import StateDir
+
+    memory = tmp_path / "me.jsonl"
+    key = hashlib.sha256(str(memory.resolve()).encode()).hexdigest()[:16]
+    assert StateDir(tmp_path / "state").recall_index(memory).name == f"me.jsonl-{key}.sqlite"

@@ -9,7 +9,6 @@ it. Errors are raised as `MemsyncError`/`OSError` and printed by `cli.main` as o
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,6 +94,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         persistent=True,  # one recall: the persistent view, not a cache (issue 20)
     )
     if args.json:
+        import json  # only here: a plain `recall` starts without it (issue 20)
+
         print(json_text(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False)))
     else:
         # One line per hit (SEMANTICS rule 17): the id and scope quoted when they hold a
@@ -128,6 +129,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         scope = "global" if args.scope is None else args.scope
         result = import_vendor(args.fmt, args.src, args.into, scope=scope, dry_run=args.dry_run)
     if args.json:
+        import json
+
         doc: dict[str, Any] = result.to_json()
         print(json.dumps(doc, indent=2))
     else:

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import msgspec
 import xxhash
@@ -159,9 +159,7 @@ class StateDir(msgspec.Struct, frozen=True):
 
     def recall_index(self, path: Path) -> Path:
         """The full-text index of memory file `path` (`memsync.local.fulltext`)."""
-        import hashlib  # recall's alone: `add` and `prompt` start without it (issue 20)
-
-        key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+        key = _sha256(str(path.resolve()).encode()).hexdigest()[:16]
         return self._under("recall", f"{path.name[:40]}-{key}.sqlite")
 
     def import_ledger(self, dest: Path) -> Path:
@@ -209,3 +207,17 @@ class StateDir(msgspec.Struct, frozen=True):
 
 StateDirLike: TypeAlias = StateDir | str | os.PathLike[str]
 """What the public API accepts for a state directory: a `StateDir` or its path."""
+
+
+def _sha256(data: bytes) -> Any:
+    """SHA-256 of `data`, from CPython's own `_sha256` where there is one: `hashlib` loads
+    OpenSSL (about 3 ms of a `recall`'s start-up, issue 20) for the one key of its index's
+    name. The same digest either way; `hashlib` where the built-in module is missing."""
+    try:  # 3.11 names it `_sha256`, 3.12 `_sha2`
+        from _sha256 import sha256  # type: ignore[import-not-found]
+    except ImportError:
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found, no-redef]
+        except ImportError:
+            from hashlib import sha256  # type: ignore[assignment]
+    return sha256(data)
