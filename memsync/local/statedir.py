@@ -217,7 +217,7 @@ def _sha256(data: bytes) -> Any:
         from _sha256 import sha256  # type: ignore[import-not-found]
     except ImportError:
         try:
-            from _sha2 import sha256  # type: ignore[import-not-found, no-redef]
+            from _sha2 import sha256  # type: ignore[import-not-found]
         except ImportError:
-            from hashlib import sha256  # type: ignore[assignment]
+            from hashlib import sha256
     return sha256(data)
