@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from memsync.cli._common import (
 from memsync.cli._help import describe
 from memsync.core.records import KINDS
 from memsync.errors import MemsyncError, NotQuiet
+from memsync.local import logs
 from memsync.local.platforms import refuse_native_windows
 from memsync.local.progress import progress_line
 
@@ -346,22 +346,12 @@ def _quiet_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
 
 
-def _setup_logging(verbose: int) -> None:
-    level = logging.WARNING - 10 * min(verbose, 2)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("memsync: %(message)s"))
-    root = logging.getLogger("memsync")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (see the module docstring)."""
     try:
         refuse_native_windows()  # one line pointing to WSL2 (issue 23)
         args = _build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
-        _setup_logging(args.verbose)
+        logs.configure(args.verbose)  # applied when memsync first logs (issue 20)
         handler: Handler = args.handler
         # Issue 14: a progress line on a terminal, erased before any `memsync: ...` line.
         progress = progress_line(sys.stderr, quiet=args.quiet)
@@ -369,6 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return handler(args)
         finally:
+            logs.unconfigured()
             if progress is not None:
                 progress.clear()
     except NotQuiet as exc:

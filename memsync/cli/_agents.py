@@ -66,6 +66,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise
     from memsync.cli._keys import config_or_default
     from memsync.config.wiring import own_key_forms
+    from memsync.local.logs import get_logger
+
+    get_logger("memsync")  # the CLI's set-up in place: the server logs through `logging`
 
     # Issue 24, item 5: `remember` refuses this machine's hub keys in every printed form.
     refused = own_key_forms(config_or_default(args.config))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import logging
 import math
 import re
 import sys
@@ -109,7 +108,11 @@ def existing(paths: Sequence[Path]) -> list[Path]:
 
 
 def report_bad(bad: Sequence[object], headerless: Sequence[str] = ()) -> None:
-    log = logging.getLogger("memsync")
+    if not headerless and not bad:
+        return  # the usual case: no `logging` imported (issue 20)
+    from memsync.local.logs import get_logger
+
+    log = get_logger("memsync")
     for name in headerless:  # SEMANTICS rule 2: read all the same, with a warning
         log.warning("%s: no agent-memory header on its first line; read as agent-memory/0.1", name)
     if bad:

@@ -10,17 +10,17 @@ memsync's own writes wake the watcher once more and find nothing to do.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from pathlib import Path
 
 from memsync.config import Config
 from memsync.config.bridges import sync_configured, watched_files
 from memsync.daemon._watch import same_path
+from memsync.local.logs import get_logger
 
 __all__ = ["BRIDGES", "Bridges"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 BRIDGES = "\0bridges"
 """The name of the bridges' worker (no remote can have it)."""

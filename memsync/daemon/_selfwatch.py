@@ -12,15 +12,16 @@ restarts it): at once if the stop ends the daemon, else after a grace period, by
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 
+from memsync.local.logs import get_logger
+
 __all__ = ["CHECK_SECONDS", "EXIT_STUCK", "SelfWatchdog", "longest_busy"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 EXIT_STUCK = 70
 """The exit status of a daemon that stopped itself because it was stuck (EX_SOFTWARE)."""

@@ -6,16 +6,17 @@ watchfiles is imported only when the watcher starts, so that `import memsync` st
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
+from memsync.local.logs import get_logger
+
 __all__ = ["canonical", "same_path", "watch_jsonl"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _STEP_MS = 20
 """The quiet wait after a change: each ms adds to every hop."""

@@ -16,7 +16,6 @@ the transport's timeout) holds up its own worker only: the other remotes go on s
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import threading
@@ -65,6 +64,7 @@ from memsync.hub.sync import SyncReport, sync_once
 from memsync.hub.transports import Transport, WriteMode
 from memsync.local.fresh import now_us
 from memsync.local.lock import held
+from memsync.local.logs import get_logger
 from memsync.local.memory import Memory
 from memsync.local.platforms import refuse_native_windows
 from memsync.local.reading import BadLineWatch
@@ -73,7 +73,7 @@ from memsync.local.storage import private_dirs
 
 __all__ = ["Daemon"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _COMPACT = "\0compact"  # the request to compact a memory, instead of a remote's name
 _POLL = "\0poll"  # a worker's request to look at its hub, instead of a memory's name

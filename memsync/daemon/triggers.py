@@ -9,7 +9,6 @@ A request is a (memory, remote) pair: `remote` "" for a validation of the local 
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from memsync.daemon._selfwatch import SelfWatchdog, longest_busy
 from memsync.daemon._watch import same_path
 from memsync.errors import MemsyncError
 from memsync.hub.transports import Transport
+from memsync.local.logs import get_logger
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -40,7 +40,7 @@ __all__ = [
     "watchdog_job",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 HEARTBEAT_SECONDS = 30.0
 """How often the status is rewritten even when nothing happens."""

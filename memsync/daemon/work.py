@@ -14,7 +14,6 @@ for the person reading `memsync status` and the journal.
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ from memsync.hub.compaction import compact_memory
 from memsync.hub.sync import SyncReport
 from memsync.hub.transports import Transport
 from memsync.local.fresh import now_us
+from memsync.local.logs import get_logger
 from memsync.local.reading import BadLineWatch
 from memsync.local.statedir import StateDir
 from memsync.local.viewstore import ViewStore
@@ -41,7 +41,7 @@ __all__ = [
     "validate",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 BACKOFF_CAP = 300.0
 """The longest wait between two attempts at a failing remote, in seconds."""

@@ -17,7 +17,6 @@ one step that rewrites a hub file outside a push, with its own crash-safety (iss
 from __future__ import annotations
 
 import json
-import logging
 import secrets as _random
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from memsync.hub.keys import load_keyring
 from memsync.hub.state import SyncState, install_token, replace_done, save_replace_intent
 from memsync.hub.transports import Transport
 from memsync.local.fresh import now_us
+from memsync.local.logs import get_logger
 from memsync.local.statedir import StateDir
 from memsync.local.storage import atomic_replace
 
@@ -44,7 +44,7 @@ __all__ = [
     "prepare_own_file",
 ]
 
-logger = logging.getLogger("memsync.hub")
+logger = get_logger("memsync.hub")
 
 PLAIN = "plain"
 """The identity of a hub file that is not encrypted (an encrypted one's is its key id)."""

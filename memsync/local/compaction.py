@@ -42,7 +42,6 @@ partitions, are `memsync.local.compaction_work`'s.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,6 +63,7 @@ from memsync.local.compaction_work import Work, work_for
 from memsync.local.drain import clean_up, rejected_path
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import held, lock_path
+from memsync.local.logs import get_logger
 from memsync.local.progress import Progress
 from memsync.local.quiet import check_quiet, wait_for_writers
 
@@ -82,7 +82,7 @@ __all__ = [
     "rejected_path",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DAY = 24 * 3600 * SECOND
 # DEFAULT_GRACE_SECONDS: the drain stops as soon as no process holds the old inode open

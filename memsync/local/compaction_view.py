@@ -18,7 +18,6 @@ written. The store is only time: any error leaves it to the next command.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,13 +25,14 @@ from pathlib import Path
 from memsync.core.records import Located, Record
 from memsync.errors import MemsyncError
 from memsync.local.located import LocatedView, located_index, pack_at
+from memsync.local.logs import get_logger
 from memsync.local.reading import ScanResult, no_gc
 from memsync.local.storage import open_for_reading
 from memsync.local.viewstore import ViewStore
 
 __all__ = ["Written", "store_compacted"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class Written:

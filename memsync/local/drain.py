@@ -5,7 +5,6 @@ rejected bad lines (rule 4)."""
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import time
@@ -24,6 +23,7 @@ from memsync.errors import NotQuiet
 from memsync.local.asides import asides_of
 from memsync.local.fresh import header_line, now_us
 from memsync.local.lock import held, lock_path
+from memsync.local.logs import get_logger
 from memsync.local.storage import CHUNK_BYTES, append_bytes, full_fsync
 from memsync.local.writers import Writer, find_writers, who
 
@@ -40,7 +40,7 @@ __all__ = [
     "write_rejected",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _SETTLE = 0.05
 """Drain at least this long: a writer may have resolved the path before the rename and not

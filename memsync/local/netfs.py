@@ -9,7 +9,6 @@ there is none (macOS, the BSDs) it is the output of `mount`, whose lines read
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from pathlib import Path
@@ -22,8 +21,6 @@ __all__ = [
     "parse_bsd_mount",
     "warn_if_network_fs",
 ]
-
-logger = logging.getLogger(__name__)
 
 MOUNTS = Path("/proc/self/mounts")
 
@@ -108,7 +105,9 @@ def warn_if_network_fs(path: Path) -> bool:
     key = str(path)
     if key not in _warned:
         _warned.add(key)
-        logger.warning(
+        from memsync.local.logs import get_logger  # `logging` only to warn (issue 20)
+
+        get_logger(__name__).warning(
             "%s is on a network filesystem (%s): O_APPEND and file locks are unreliable "
             "there; keep memory files local and sync them through a memsync hub instead",
             path,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import logging
 import os
 from contextlib import suppress
 from pathlib import Path
@@ -17,10 +16,11 @@ import paramiko
 
 from memsync.errors import HostKeyError
 from memsync.hub.transports.base import map_errors
+from memsync.local.logs import get_logger
 
 __all__ = ["HostKeyPolicy", "Server", "fingerprint", "load_known_hosts"]
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 
 class Server(Protocol):

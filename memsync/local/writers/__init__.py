@@ -16,8 +16,8 @@ then refuses to start, and a drain keeps its aside link.
 from __future__ import annotations
 
 import ctypes
-import logging
 
+from memsync.local.logs import get_logger
 from memsync.local.writers.base import Detector, Writer
 from memsync.local.writers.libproc import LibProc
 from memsync.local.writers.lsof import Lsof
@@ -25,7 +25,7 @@ from memsync.local.writers.procfs import ProcFs
 
 __all__ = ["CANNOT_TELL", "DETECTORS", "Detector", "Writer", "find_writers", "who"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 DETECTORS: tuple[Detector, ...] = (ProcFs(), LibProc(), Lsof())
 """The detectors, in the order they are tried."""
