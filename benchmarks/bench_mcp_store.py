@@ -6,8 +6,9 @@ On a copy of the file (genmem.py), in a fresh state directory whose persistent v
 `memsync prompt --max-chars 4000` builds first, and its recall index a `memsync recall`
 (warm, as a host starting a new session finds them): one server process per `--tree` (a
 source tree of memsync, for example `git archive main | tar -x -C /tmp/base`; default:
-this one), all alive at once, each built and driven through the SDK's in-process client.
-Then `--rounds` rounds of: `memsync add` (this tree's) appends one record from another
+this one), all alive at once, each started as `memsync mcp` starts it
+(`mcp_server.start`: the views warmed in a thread) and driven through the SDK's in-process
+client. Then `--rounds` rounds of: `memsync add` (this tree's) appends one record from another
 process, then each server in turn (the order alternates between rounds, so that load on
 the machine falls on every server alike) makes one call of each kind: `recall` of a
 common word, a read of the global prompt resource, `remember`, the `memory` prompt (after
@@ -113,9 +114,9 @@ def serve(file: Path, tree: Path) -> None:
     from mcp import Client
 
     from memsync.local.statedir import StateDir
-    from memsync.mcp_server import build_server
+    from memsync.mcp_server import start
 
-    server = build_server(file, "m", StateDir.of())
+    server = start(file, "m", StateDir.of())  # as `memsync mcp`: warmed in a thread
 
     async def timed(what: Any) -> tuple[float, Any]:
         started = time.perf_counter()
