@@ -558,8 +558,9 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
 
 def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> None:
     """Issue 20: `memsync prompt --max-chars N` answered by the persistent view's quick part
-    imports neither the fold (the located scan, the drain) nor the other commands'
-    modules (`cli._files`), nor SQLite, pydantic or filelock."""
+    imports neither the fold (the located scan, the drain, `local.reading`, even to fold
+    the lines appended since) nor the other commands' modules (`cli._files`), nor SQLite,
+    pydantic, filelock or logging."""
     memory = tmp_path / "me.jsonl"
     body = "".join(
         f'{{"id": "e{i:05d}", "kind": "fact", "text": "Entry {i} {"x" * 200}", '
@@ -576,13 +577,17 @@ def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> Non
         f"assert {run} == 0\n"
         "heavy = {'memsync.local.located', 'memsync.local.drain', 'memsync.cli._files',\n"
         "         'memsync.cli._agents', 'sqlite3', 'pydantic', 'filelock', 'hashlib',\n"
-        "         'logging'}\n"
+        "         'logging', 'memsync.local.reading'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     cold = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert "memsync.local.located" in cold.stdout  # the first one builds the store
+    with memory.open("a") as f:  # a line the quick part folds (as after an `add`)
+        f.write(
+            '{"id": "new", "kind": "fact", "text": "New.", "created_at": "2026-01-02T00:00:00Z"}\n'
+        )
     warm = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )

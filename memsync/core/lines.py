@@ -32,6 +32,7 @@ __all__ = [
     "SourceLines",
     "classify",
     "classify_described",
+    "is_header",
     "split_complete",
     "valid_id",
     "without_bom",
@@ -453,3 +454,11 @@ def _header(obj: dict[str, object], source: str, line_no: int) -> Header:
         raise UnsupportedFormat(where, str(fmt))
     gen, install = obj.get("generation"), obj.get("install")
     return Header(fmt, gen if type(gen) is str else None, install if type(install) is str else None)
+
+
+def is_header(raw: bytes) -> bool:
+    """Whether a line is a header (rule 2), supported or not."""
+    try:
+        return type(classify(raw)) is Header
+    except UnsupportedFormat:
+        return True  # a header all the same: reading it raises, as rule 2 says

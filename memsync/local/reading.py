@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from memsync.core.lines import BadLine, Header, Invalid, classify
+from memsync.core.lines import BadLine, Header, Invalid, classify, is_header
 from memsync.core.prompt import (
     PromptEntry,
     drop_rank,
@@ -25,7 +25,6 @@ from memsync.core.prompt import (
 from memsync.core.records import Described, Record
 from memsync.core.timestamps import format_ts
 from memsync.core.view import Index, View, build_view
-from memsync.errors import UnsupportedFormat
 from memsync.local.fresh import now_us
 from memsync.local.storage import read_chunks
 
@@ -110,14 +109,6 @@ def scan(
                 else:
                     _fold_visiting(result, chunk.lines, name, chunk.first_line, visit)
     return result
-
-
-def is_header(raw: bytes) -> bool:
-    """Whether a line is a header (rule 2), supported or not."""
-    try:
-        return type(classify(raw)) is Header
-    except UnsupportedFormat:
-        return True  # a header all the same: reading it raises, as rule 2 says
 
 
 def _fold_visiting(

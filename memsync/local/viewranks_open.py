@@ -266,7 +266,7 @@ def fold_since(quick: Quick, fd: int, name: str, offset: int, line: int) -> tupl
     """Fold into `quick` the complete lines of the file open as `fd` from `offset` (line
     number `line`) on: what `quick` folded must end there. Returns where the complete
     lines end and the next line's number (a long-lived reader folds from there next)."""
-    from memsync.local.reading import is_header  # (start-up: `forget` folds no line)
+    from memsync.core.lines import is_header  # (start-up: `forget` folds no line)
     from memsync.local.storage import read_chunks_fd
 
     end = offset

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 import xxhash
@@ -60,10 +60,12 @@ from memsync.core.version import __version__
 from memsync.core.view import Index
 from memsync.local.foldcheck import MIN_BYTES, digest, matches_identity, remember, verified
 from memsync.local.fresh import now_us
-from memsync.local.reading import ScanResult
 from memsync.local.statedir import StateDir
 from memsync.local.storage import FILE_MODE, private_dirs, write_all
 from memsync.local.viewslots import _Slot, _slot
+
+if TYPE_CHECKING:
+    from memsync.local.reading import ScanResult
 
 __all__ = ["FORMAT", "MIN_BYTES", "SAVE_AFTER_BYTES", "Resumed", "ViewStore"]
 
@@ -317,6 +319,8 @@ def _matches(stored: _Stored, seen: Path, path: Path, fd: int, st: os.stat_resul
 def _scan_of(stored: _Stored, name: str, hashes: bool) -> ScanResult:
     """The `ScanResult` the store holds, its records as `Located` ones of file 0; with
     `hashes`, each version with the hash of its line (`ViewStore.resume`)."""
+    from memsync.local.reading import ScanResult  # only to resume: a quick prompt needs none
+
     index = Index()
     index.records = stored.records
     tombs = stored.tombs
