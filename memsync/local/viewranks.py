@@ -23,7 +23,9 @@ Never trusted blindly: the header is checksummed, and checked against the open m
 exactly as the store is (`viewstore._matches`: identity, size, digest of every folded
 byte); each 64 KiB block of the columns has its own checksum, checked the first time an
 element of it is read: a damaged file gives no answer (the caller folds), never a wrong
-one. A `now` before `floor`, a budget under `MIN_BUDGET` or more than `tail_limit` bytes
+one. The elements are read a page at a time (`viewranks_read.Pages`), not mapped: a
+server's memory holds the pages its calls read, not the large parts of the file a mapping
+brings in around them. A `now` before `floor`, a budget under `MIN_BUDGET` or more than `tail_limit` bytes
 appended since: no answer either.
 """
 
@@ -38,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgspec
-import xxhash
 
 from memsync.core.lines import BadLine
 from memsync.core.prompt import (
@@ -55,6 +56,7 @@ from memsync.core.records import Located
 from memsync.core.version import __version__
 from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
 from memsync.local.placed import LENGTH_BITS, LENGTH_MASK, OFFSET_BITS
+from memsync.local.viewranks_read import BLOCK, Damaged, Pages
 
 __all__ = ["FORMAT", "LONG_LINE", "MIN_BUDGET", "Damaged", "Quick"]
 
@@ -70,7 +72,8 @@ LONG_LINE = (MIN_BUDGET - 256) // 2
 
 _MAGIC = b"MSRANK1\n"
 _PATH_BYTES = 4096  # as the store: `ViewStore._sweep` reads the path alone
-_BLOCK = 1 << 16
+_BLOCK = BLOCK
+_ROWS = 8192  # the rows of ids remembered (`Quick.row_of`): about 1 MB at most
 _LENGTH_MASK, _LENGTH_BITS, _OFFSET_BITS = LENGTH_MASK, LENGTH_BITS, OFFSET_BITS
 
 # Flags of an id.
@@ -136,10 +139,6 @@ class _Fields(msgspec.Struct, gc=False):
 _decode_fields = msgspec.json.Decoder(_Fields).decode
 
 
-class Damaged(Exception):
-    """A block of the columns is not what was written."""
-
-
 @dataclass
 class Quick:
     """A valid quick part of the memory file open as `fd`, with the records appended
@@ -149,8 +148,10 @@ class Quick:
     fd: int
     name: str
     _cols: dict[str, memoryview]
+    """The columns, mapped: their lengths and types; read whole by `shown` alone."""
     _starts: dict[str, int]
-    _blocks: memoryview
+    _pages: Pages
+    """The columns, read a page at a time (the elements the other questions read)."""
     _body: memoryview
     by_id: dict[str, list[Located]] = field(default_factory=dict)
     """The records appended since, by id, in file order."""
@@ -158,43 +159,32 @@ class Quick:
     """The supersession bits the records appended since give (rule 10)."""
     bad: list[BadLine] = field(default_factory=list)
     headerless: list[str] = field(default_factory=list)
-    _checked: set[int] = field(default_factory=set)
+    _rows: dict[str, int | None] = field(default_factory=dict)
 
     def _get(self, column: str, i: int) -> Any:
         """Element `i` of `column`, its block checked the first time (raises Damaged)."""
         col = self._cols[column]
-        block = (self._starts[column] + i * col.itemsize) // _BLOCK
-        if block not in self._checked:
-            self._check(block)
-        return col[i]
-
-    def _check(self, block: int) -> None:
-        data = self._body[block * _BLOCK : (block + 1) * _BLOCK]
-        if xxhash.xxh3_64_digest(data) != self._blocks[block * 8 : block * 8 + 8]:
-            raise Damaged
-        self._checked.add(block)
+        if not 0 <= i < len(col):
+            raise IndexError(f"{column}[{i}]")
+        return self._pages.get(self._starts[column] + i * col.itemsize, col.format)
 
     def release(self) -> None:
-        """Drop the pages of the mapping read so far from this process's memory: clean
-        pages of a file, mapped again from the page cache (or read from the file) when
-        next needed; the blocks already checked stay checked (the mapping is of the same
-        file). Linux maps the 64 KiB around each page read (fault-around), so the rows a
-        prompt walks to, scattered over the columns, would otherwise stay mapped."""
+        """Drop the pages of the mapping read so far (by `shown`) from this process's
+        memory: clean pages of a file, mapped again from the page cache when next needed;
+        the blocks already checked stay checked (the mapping is of the same file)."""
         mm = self._body.obj
         if isinstance(mm, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             mm.madvise(mmap.MADV_DONTNEED)
 
     def _id(self, row: int) -> bytes:
         start, end = self._get("offsets", row), self._get("offsets", row + 1)
-        at = self._starts["blob"]
-        first, last = (at + start) // _BLOCK, (at + max(start, end - 1)) // _BLOCK
-        for block in range(first, last + 1):
-            if block not in self._checked:
-                self._check(block)
-        return bytes(self._cols["blob"][start:end])
+        return self._pages.read(self._starts["blob"] + start, end - start)
 
     def row_of(self, rid: str) -> int | None:
-        """The row of `rid` (binary search of the ids), None when the store has none."""
+        """The row of `rid` (binary search of the ids), None when the store has none.
+        Remembered (`_rows`): a server's every prompt asks again for each id appended since."""
+        if rid in self._rows:
+            return self._rows[rid]
         key = rid.encode("utf-8", "surrogatepass")
         lo, hi = 0, len(self._cols["flags"])
         while lo < hi:
@@ -203,7 +193,11 @@ class Quick:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo if lo < len(self._cols["flags"]) and self._id(lo) == key else None
+        row = lo if lo < len(self._cols["flags"]) and self._id(lo) == key else None
+        if len(self._rows) >= _ROWS:
+            self._rows.clear()
+        self._rows[rid] = row
+        return row
 
     def _stored(self, row: int, rid: str, index: Index) -> None:
         """The stored versions and supersession bits of `rid` (at `row`), into `index`."""
@@ -365,9 +359,9 @@ class Quick:
         columns once. Raises Damaged."""
         if now < self.head.floor:
             return None
-        for block in range(len(self._blocks) // 8):
-            if block not in self._checked:
-                self._check(block)
+        for block in range(self._pages.blocks):
+            if block not in self._pages.checked:
+                self._pages.check(block)
         affected = {rid: self.row_of(rid) for rid in self.by_id.keys() | self.sup.keys()}
         skip = {row for row in affected.values() if row is not None}
         c = self._cols

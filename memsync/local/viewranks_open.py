@@ -33,6 +33,7 @@ from memsync.local.viewranks import (
     Quick,
     _decode_head,
 )
+from memsync.local.viewranks_read import Pages
 
 __all__ = [
     "Stores",
@@ -62,12 +63,7 @@ class Stores(Protocol):
 def head_size(target: Path) -> int | None:
     """How many bytes of its memory file the quick part `target` folded, when its header
     is whole (its columns are not read); None else."""
-    try:
-        with open(target, "rb") as f:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None
-    quick = _parse(mm, "")
+    quick = _opened(target, "")
     return None if quick is None else quick.head.size
 
 
@@ -190,12 +186,7 @@ def open_quick(
     `tail_limit` bytes (None: any) were appended since; then with the records appended
     since folded (with `fold`). Else None. Raises OSError naming the file for the memory file's own
     errors, UnsupportedFormat for a header of another format appended (rule 2)."""
-    try:
-        with open(target, "rb") as f:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None
-    quick = _parse(mm, name)
+    quick = _opened(target, name)
     if quick is None:
         return None
     st = os.fstat(fd)
@@ -212,8 +203,25 @@ def open_quick(
     return quick
 
 
-def _parse(mm: mmap.mmap, name: str) -> Quick | None:
-    """The header and columns in `mm`, when its header is whole; None else."""
+def _opened(target: Path, name: str) -> Quick | None:
+    """The quick part `target`, open (`_parse`), when it can be read and its header is
+    whole; None else."""
+    try:
+        fd = os.open(target, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        quick = _parse(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), name, fd)
+    except (OSError, ValueError):  # (ValueError: an empty file)
+        quick = None
+    if quick is None:
+        os.close(fd)
+    return quick
+
+
+def _parse(mm: mmap.mmap, name: str, fd: int) -> Quick | None:
+    """The header and columns in `mm`, a mapping of the file open as `fd`, when its header
+    is whole; None else. The quick part returned owns `fd` (`Pages`)."""
     start = len(_MAGIC) + _PATH_BYTES + 16 + 4
     if len(mm) < start or mm[: len(_MAGIC)] != _MAGIC:
         return None
@@ -252,8 +260,8 @@ def _parse(mm: mmap.mmap, name: str) -> Quick | None:
         return None
     bad = [BadLine(name, line, reason) for line, reason in head.bad]
     headerless = [name] if head.headerless else []
-    blocks = memoryview(head.blocks)
-    return Quick(head, -1, name, cols, starts, blocks, body, bad=bad, headerless=headerless)
+    pages = Pages(fd, begin, len(body), memoryview(head.blocks))
+    return Quick(head, -1, name, cols, starts, pages, body, bad=bad, headerless=headerless)
 
 
 def _fold_tail(quick: Quick, fd: int, name: str) -> None:
