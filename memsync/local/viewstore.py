@@ -46,7 +46,6 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -109,8 +108,7 @@ _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(_Stored).decode
 
 
-@dataclass
-class Resumed:
+class Resumed(msgspec.Struct):
     """A fold resumed from a store: the summary of the file's first `offset` bytes (its
     first `line - 1` lines), and what it holds."""
 
@@ -122,8 +120,7 @@ class Resumed:
     """The store's hash columns of user and inferred versions (`ViewStore.save`)."""
 
 
-@dataclass(frozen=True)
-class ViewStore:
+class ViewStore(msgspec.Struct, frozen=True):
     """The persistent views of memory files in a state directory.
 
     `min_bytes`: files smaller than this are neither stored nor looked up (`MIN_BYTES`);
