@@ -74,6 +74,7 @@ _MAGIC = b"MSRANK1\n"
 _PATH_BYTES = 4096  # as the store: `ViewStore._sweep` reads the path alone
 _BLOCK = BLOCK
 _ROWS = 8192  # the rows of ids remembered (`Quick.row_of`): about 1 MB at most
+_RANKS = 4096  # the entries of the order remembered (`Quick._rank`): about 1 MB at most
 _LENGTH_MASK, _LENGTH_BITS, _OFFSET_BITS = LENGTH_MASK, LENGTH_BITS, OFFSET_BITS
 
 # Flags of an id.
@@ -160,6 +161,7 @@ class Quick:
     bad: list[BadLine] = field(default_factory=list)
     headerless: list[str] = field(default_factory=list)
     _rows: dict[str, int | None] = field(default_factory=dict)
+    _ranks: list[tuple[int, bool, int | None, int, int, int, str]] = field(default_factory=list)
 
     def _get(self, column: str, i: int) -> Any:
         """Element `i` of `column`, its block checked the first time (raises Damaged)."""
@@ -426,18 +428,27 @@ class Quick:
         for pos in range(len(self._cols["r_row"])):
             if len(top) >= limit or chars > max_chars:
                 break
-            row, user, exp, ts, at = self._ranked(self._get("r_row", pos))
-            if row in skip or (exp is not None and exp <= now):
+            row, user, exp, ts, at, in_scope, rid = self._rank(pos)
+            if row in skip or (exp is not None and exp <= now) or in_scope not in wanted:
                 continue
-            if self._get("scope", row) not in wanted:
-                continue
-            rid = self._id(row).decode("utf-8", "surrogatepass")
             entry, length = self._entry(rid, user, ts, at)
             if 2 * length + 256 > max_chars and too_long_for(entry, max_chars, markdown=markdown):
                 continue  # counted apart (`_long`)
             top.append(entry)
             chars += line_chars(entry, markdown=markdown)
         return top
+
+    def _rank(self, pos: int) -> tuple[int, bool, int | None, int, int, int, str]:
+        """`_ranked` of the entry at `pos` of the order, its scope's number and its id;
+        remembered for the first `_RANKS` positions: every prompt walks them again (a
+        20,000-character block about 440, eight columns each, read a page at a time)."""
+        if pos < len(self._ranks):
+            return self._ranks[pos]
+        row, user, exp, ts, at = self._ranked(self._get("r_row", pos))
+        found = (row, user, exp, ts, at, self._get("scope", row), self._rid(row))
+        if pos == len(self._ranks) < _RANKS:
+            self._ranks.append(found)
+        return found
 
     def _long(self, max_chars: int) -> Iterable[int]:
         """The positions of the entries whose line may be too long for a block of
