@@ -577,7 +577,7 @@ def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> Non
         f"assert {run} == 0\n"
         "heavy = {'memsync.local.located', 'memsync.local.drain', 'memsync.cli._files',\n"
         "         'memsync.cli._agents', 'sqlite3', 'pydantic', 'filelock', 'hashlib',\n"
-        "         'logging', 'memsync.local.reading'}\n"
+        "         'logging', 'threading', 'memsync.local.reading'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     cold = subprocess.run(
@@ -658,8 +658,8 @@ def test_the_sync_pass_imports_nothing_private() -> None:
 def test_recall_starts_without_openssl_or_json(tmp_path: Path) -> None:
     """Issue 20: `memsync recall` of a file with a persistent view and a recall index
     imports neither `hashlib` (OpenSSL, about 3 ms: its index's name takes the built-in
-    SHA-256) nor `json` (only `--json` prints it), nor the fold or the other commands'
-    modules."""
+    SHA-256) nor `json` (only `--json` prints it), nor `threading` (its locks are
+    `_thread`'s) or `logging`, nor the fold or the other commands' modules."""
     memory = tmp_path / "me.jsonl"
     body = "".join(
         f'{{"id": "e{i:05d}", "kind": "fact", "text": "Retry {i} {"x" * 200}", '
@@ -680,7 +680,8 @@ def test_recall_starts_without_openssl_or_json(tmp_path: Path) -> None:
         "from memsync.cli import main\n"
         f"assert main(['recall', {str(memory)!r}, 'retry']) == 0\n"
         "heavy = {'hashlib', 'json', 'memsync.cli._files', 'memsync.local.located',\n"
-        "         'memsync.local.drain', 'pydantic', 'filelock', 'logging'}\n"
+        "         'memsync.local.drain', 'pydantic', 'filelock', 'logging',\n"
+        "         'threading'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     out = subprocess.run(

@@ -10,9 +10,9 @@ from both so that a `recall` imports neither the view's fold nor its writers.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import xxhash
 
 from memsync.core.lines import Header, classify, without_bom
@@ -29,8 +29,7 @@ def tail_hash(data: bytes) -> bytes:
     return xxhash.xxh3_64_digest(data)
 
 
-@dataclass(frozen=True, slots=True)
-class FileIdentity:
+class FileIdentity(msgspec.Struct, frozen=True):
     """Where a read of a file stopped, and what to check before resuming there: the
     inode, the header's generation (new at each rewrite), and the hash of the bytes just
     before the offset."""
