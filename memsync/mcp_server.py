@@ -394,11 +394,12 @@ def _warm(path: Path, state_dir: StateDir | None) -> None:
     try:
         # First the quick part opened (its digest checked once; on a cold file the store
         # written by another process: `LiveQuick._rewrite`) and the global block rendered,
-        # then the recall index, which then finds the store.
-        live_quick(path, ViewStore(StateDir.of(state_dir))).prompt(
-            None, DEFAULT_MAX_CHARS, markdown=True
-        )
+        # then the recall index, which then finds the store; then every block of the
+        # quick part checked, which the first calls would check as they read them.
+        view = live_quick(path, ViewStore(StateDir.of(state_dir)))
+        view.prompt(None, DEFAULT_MAX_CHARS, markdown=True)
         warm(path, state_dir)
+        view.check_all()
     except (MemsyncError, OSError, sqlite3.Error) as exc:  # the first call will say why
         logging.getLogger("memsync").warning("could not warm the recall index or the view: %s", exc)
 

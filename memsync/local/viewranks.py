@@ -170,6 +170,13 @@ class Quick:
             raise IndexError(f"{column}[{i}]")
         return self._pages.get(self._starts[column] + i * col.itemsize, col.format)
 
+    def check_all(self) -> None:
+        """Check every block of the columns now (raises Damaged), read a block at a time
+        and dropped: the questions after it check none (a server's start, `LiveQuick`)."""
+        for block in range(self._pages.blocks):
+            if block not in self._pages.checked:
+                self._pages.check(block)
+
     def release(self) -> None:
         """Drop the pages of the mapping read so far (by `shown`) from this process's
         memory: clean pages of a file, mapped again from the page cache when next needed;
@@ -361,9 +368,7 @@ class Quick:
         columns once. Raises Damaged."""
         if now < self.head.floor:
             return None
-        for block in range(self._pages.blocks):
-            if block not in self._pages.checked:
-                self._pages.check(block)
+        self.check_all()
         affected = {rid: self.row_of(rid) for rid in self.by_id.keys() | self.sup.keys()}
         skip = {row for row in affected.values() if row is not None}
         c = self._cols

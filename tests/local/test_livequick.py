@@ -187,3 +187,25 @@ def test_without_another_process_the_server_folds_itself(
     now = now_us()
     assert _held(view, path, now) == _folded(path, now)
     assert view.rewriting is None
+
+
+def test_checking_every_block_at_start_keeps_the_answers(tmp_path: Path) -> None:
+    """`check_all` (a server's warming thread): every block of a whole quick part checked,
+    the answers those of a fold; a damaged one discarded, a fold answering instead."""
+    path, store = _stored(tmp_path)
+    view = LiveQuick(path, store)
+    view.check_all()
+    with view.held() as quick:
+        assert quick is not None
+        assert quick._pages.checked == set(range(quick._pages.blocks))
+    now = now_us()
+    assert _held(view, path, now) == _folded(path, now)
+
+    target = store.state.view_ranks(path)
+    blob = bytearray(target.read_bytes())
+    blob[-100] ^= 0xFF  # in the columns' last block
+    target.write_bytes(bytes(blob))
+    damaged = LiveQuick(path, store)
+    damaged.check_all()
+    assert not target.exists()
+    assert _held(damaged, path, now) == _folded(path, now)
