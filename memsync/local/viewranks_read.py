@@ -14,10 +14,10 @@ most `PAGES` of them) for the next calls, and a block checked is read once and d
 
 from __future__ import annotations
 
+import contextlib
 import os
-import struct
-import weakref
-from collections.abc import Callable
+import sys
+from array import array
 from typing import Any
 
 import xxhash
@@ -33,9 +33,10 @@ PAGES = 256
 (what a server asks again and again, the rows of ids and the top of the drop order, `Quick`
 keeps decoded)."""
 
-_UNPACK: dict[str, Callable[[bytes, int], tuple[Any, ...]]] = {
-    code: struct.Struct(code).unpack_from for code in "BIQq"
-}
+# The columns' element types (`array`'s codes: native sizes, in this machine's byte order,
+# which the quick part's format names). (No `struct`, no `weakref`: a prompt imports neither.)
+_SIZES = {code: array(code).itemsize for code in "BIQq"}
+_SIGNED = {"B": False, "I": False, "Q": False, "q": True}
 
 
 class Damaged(Exception):
@@ -52,11 +53,16 @@ class Pages:
         self.blocks = len(sums) // 8
         self.checked: set[int] = set()
         self._pages: dict[int, bytes] = {}
-        weakref.finalize(self, os.close, fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):  # (closed: nothing to do)
+            os.close(self.fd)
 
     def get(self, at: int, code: str) -> Any:
         """The element of type `code` (`array`'s) at byte `at` of the columns."""
-        return _UNPACK[code](self._page(at), at % PAGE)[0]
+        off = at % PAGE
+        raw = self._page(at)[off : off + _SIZES[code]]
+        return int.from_bytes(raw, sys.byteorder, signed=_SIGNED[code])
 
     def read(self, at: int, n: int) -> bytes:
         """The `n` bytes at byte `at` of the columns."""
