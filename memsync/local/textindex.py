@@ -62,10 +62,12 @@ searchable = msgspec.json.Decoder(_Searchable).decode
 
 @cache
 def fts5_available() -> bool:
-    """Whether this Python's SQLite was built with FTS5."""
+    """Whether this Python's SQLite was built with FTS5: whether it knows
+    `fts5_source_id()`, which FTS5's initialisation registers with the `fts5` module (0.04
+    ms, where creating an FTS5 table in memory took 0.35 ms of each `recall`, issue 20)."""
     db = sqlite3.connect(":memory:")
     try:
-        db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+        db.execute("SELECT fts5_source_id()")
         return True
     except sqlite3.OperationalError:
         return False
