@@ -12,6 +12,7 @@ nothing).
 
 from __future__ import annotations
 
+import _thread
 import sys
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["configure", "get_logger", "unconfigured"]
 
 _pending: list[int] = []  # the verbosity of a set-up not applied yet (at most one)
+_lock = _thread.allocate_lock()
 
 
 def configure(verbose: int) -> None:
@@ -49,11 +51,14 @@ def get_logger(name: str) -> logging.Logger:
 def _apply() -> None:
     import logging
 
-    verbose = _pending.pop()
-    level = logging.WARNING - 10 * min(verbose, 2)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("memsync: %(message)s"))
-    root = logging.getLogger("memsync")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
+    with _lock:  # two threads logging first at once: one applies, the other waits
+        if not _pending:
+            return
+        verbose = _pending.pop()
+        level = logging.WARNING - 10 * min(verbose, 2)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("memsync: %(message)s"))
+        root = logging.getLogger("memsync")
+        root.handlers[:] = [handler]
+        root.setLevel(level)
+        root.propagate = False
