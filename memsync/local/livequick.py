@@ -197,11 +197,14 @@ class LiveQuick:
         """Open the quick part, if it is not, and check every block of its columns now
         (`Quick.check_all`: at 1M records 87 MB read, about 30 ms): a server's warming
         thread, so that its first calls do not (a recall's first candidates checked
-        hundreds of blocks, 5 ms and more). A damaged one is discarded (`held`)."""
+        hundreds of blocks, 5 ms and more). `_CHECKED_AT_ONCE` blocks at a time under
+        the lock: a call meanwhile waits for a few, not for all. A damaged one is
+        discarded (`held`)."""
         try:
-            with self.held() as quick:
-                if quick is not None:
-                    quick.check_all()
+            while True:
+                with self.held() as quick:
+                    if quick is None or quick.check_all(_CHECKED_AT_ONCE):
+                        return
         except Damaged:
             pass  # (discarded: the next call's fold writes it again)
 
@@ -365,6 +368,9 @@ def live_quick(path: Path, store: ViewStore) -> LiveQuick:
         return found
 
 
+_CHECKED_AT_ONCE = 32
+"""Blocks of a quick part checked under the lock at a time by `check_all` (2 MiB, about
+1 ms here)."""
 _REWRITE_EVERY = 60.0
 """Seconds between two rewrites of a store by a server (`LiveQuick._rewrite`): a state
 directory that cannot be written costs one process a minute, not one per call."""

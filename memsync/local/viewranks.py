@@ -170,12 +170,15 @@ class Quick:
             raise IndexError(f"{column}[{i}]")
         return self._pages.get(self._starts[column] + i * col.itemsize, col.format)
 
-    def check_all(self) -> None:
-        """Check every block of the columns now (raises Damaged), read a block at a time
-        and dropped: the questions after it check none (a server's start, `LiveQuick`)."""
-        for block in range(self._pages.blocks):
-            if block not in self._pages.checked:
-                self._pages.check(block)
+    def check_all(self, most: int | None = None) -> bool:
+        """Check the blocks of the columns not checked yet, at most `most` (None: all),
+        each read and dropped (raises Damaged): the questions after it check none (a
+        server's start, `LiveQuick`). Whether every block is now checked."""
+        pages = self._pages
+        todo = [block for block in range(pages.blocks) if block not in pages.checked]
+        for block in todo[:most]:
+            pages.check(block)
+        return most is None or len(todo) <= most
 
     def release(self) -> None:
         """Drop the pages of the mapping read so far (by `shown`) from this process's

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memsync.core.timestamps import SECOND, format_ts
+from memsync.local import livequick
 from memsync.local.compaction import compact_file
 from memsync.local.fresh import now_us
 from memsync.local.livequick import LiveQuick
@@ -189,14 +190,19 @@ def test_without_another_process_the_server_folds_itself(
     assert view.rewriting is None
 
 
-def test_checking_every_block_at_start_keeps_the_answers(tmp_path: Path) -> None:
+def test_checking_every_block_at_start_keeps_the_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`check_all` (a server's warming thread): every block of a whole quick part checked,
-    the answers those of a fold; a damaged one discarded, a fold answering instead."""
-    path, store = _stored(tmp_path)
+    a few at a time, the answers those of a fold; a damaged one discarded, a fold
+    answering instead."""
+    monkeypatch.setattr(livequick, "_CHECKED_AT_ONCE", 1)  # (a small file: few blocks)
+    path, store = _stored(tmp_path, 2000)
     view = LiveQuick(path, store)
     view.check_all()
     with view.held() as quick:
         assert quick is not None
+        assert quick._pages.blocks > 1
         assert quick._pages.checked == set(range(quick._pages.blocks))
     now = now_us()
     assert _held(view, path, now) == _folded(path, now)
