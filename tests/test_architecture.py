@@ -24,6 +24,7 @@ import pytest
 
 import memsync
 from memsync import Memory
+from tests.helpers.imports import large_memory, modules_loaded
 
 CORE = Path(memsync.__file__).resolve().parent / "core"
 
@@ -510,24 +511,19 @@ def test_the_everyday_commands_start_without_pydantic_sqlite_or_the_hub(tmp_path
     """Issue 14: `import memsync.cli`, and `memsync add`, `show`, `prompt` and `forget`,
     import only what they use: no pydantic, no SQLite, no paramiko, no hub."""
     memory = tmp_path / "me.jsonl"
-    code = (
-        "import sys\n"
-        "from memsync.cli import main\n"
-        "def run(*argv):\n"
-        "    try:\n"
-        "        main(list(argv))\n"
-        "    except SystemExit as exc:\n"
-        "        assert not exc.code, exc.code\n"
-        f"run('add', {str(memory)!r}, '--kind', 'fact', '--text', 'Builds need 3.11.')\n"
-        f"run('show', {str(memory)!r})\n"
-        f"run('prompt', {str(memory)!r})\n"
-        "heavy = {'pydantic', 'sqlite3', 'paramiko', 'memsync.hub.sync', 'memsync.config'}\n"
-        "print(sorted(heavy & set(sys.modules)))\n"
+    heavy = {"pydantic", "sqlite3", "paramiko", "memsync.hub.sync", "memsync.config"}
+    found = modules_loaded(
+        heavy,
+        "def run(*argv):",
+        "    try:",
+        "        main(list(argv))",
+        "    except SystemExit as exc:",
+        "        assert not exc.code, exc.code",
+        f"run('add', {str(memory)!r}, '--kind', 'fact', '--text', 'Builds need 3.11.')",
+        f"run('show', {str(memory)!r})",
+        f"run('prompt', {str(memory)!r})",
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    assert found == []
 
 
 def test_add_starts_without_the_view(tmp_path: Path) -> None:
@@ -539,21 +535,15 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
     costs about 0.5 ms to create, a `msgspec.Struct` a few microseconds; nor `logging`
     (about 4 ms), which `memsync.local.logs` imports only when something is logged."""
     memory = tmp_path / "me.jsonl"
-    code = (
-        "import sys\n"
-        "from memsync.cli import main\n"
-        f"assert main(['add', {str(memory)!r}, '--kind', 'fact', '--text', 'x']) == 0\n"
-        "heavy = {'memsync.core.view', 'memsync.core.compaction', 'memsync.core.prompt',\n"
-        "         'memsync.local.located', 'memsync.local.reading', 'memsync.cli._files',\n"
-        "         'memsync.cli._hubs', 'memsync.cli._agents', 'memsync.cli._bridges',\n"
-        "         'memsync.cli._keys', 'memsync.cli._git', 'sqlite3', 'pydantic', 'filelock',\n"
-        "         'subprocess', 'secrets', 'hashlib', 'dataclasses', 'logging'}\n"
-        "print(sorted(heavy & set(sys.modules)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    heavy = {
+        "memsync.core.view", "memsync.core.compaction", "memsync.core.prompt",
+        "memsync.local.located", "memsync.local.reading", "memsync.cli._files",
+        "memsync.cli._hubs", "memsync.cli._agents", "memsync.cli._bridges",
+        "memsync.cli._keys", "memsync.cli._git", "sqlite3", "pydantic", "filelock",
+        "subprocess", "secrets", "hashlib", "dataclasses", "logging",
+    }  # fmt: skip
+    add = f"assert main(['add', {str(memory)!r}, '--kind', 'fact', '--text', 'x']) == 0"
+    assert modules_loaded(heavy, add) == []
 
 
 def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> None:
@@ -561,37 +551,19 @@ def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> Non
     imports neither the fold (the located scan, the drain, `local.reading`, even to fold
     the lines appended since) nor the other commands' modules (`cli._files`), nor SQLite,
     pydantic, filelock or logging."""
-    memory = tmp_path / "me.jsonl"
-    body = "".join(
-        f'{{"id": "e{i:05d}", "kind": "fact", "text": "Entry {i} {"x" * 200}", '
-        f'"created_at": "2026-01-01T00:00:00Z", "confidence": 0.{i % 9 + 1}}}\n'
-        for i in range(1500)  # over foldcheck.MIN_BYTES: a file that gets a store
-    )
-    memory.write_text(
-        '{"format": "agent-memory/0.1", "created_at": "2026-01-01T00:00:00Z"}\n' + body
-    )
-    run = f"main(['prompt', {str(memory)!r}, '--max-chars', '4000'])"
-    code = (
-        "import sys\n"
-        "from memsync.cli import main\n"
-        f"assert {run} == 0\n"
-        "heavy = {'memsync.local.located', 'memsync.local.drain', 'memsync.cli._files',\n"
-        "         'memsync.cli._agents', 'sqlite3', 'pydantic', 'filelock', 'hashlib',\n"
-        "         'logging', 'threading', 'memsync.local.reading'}\n"
-        "print(sorted(heavy & set(sys.modules)))\n"
-    )
-    cold = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert "memsync.local.located" in cold.stdout  # the first one builds the store
+    memory = large_memory(tmp_path / "me.jsonl")
+    heavy = {
+        "memsync.local.located", "memsync.local.drain", "memsync.cli._files",
+        "memsync.cli._agents", "sqlite3", "pydantic", "filelock", "hashlib",
+        "logging", "threading", "memsync.local.reading",
+    }  # fmt: skip
+    run = f"assert main(['prompt', {str(memory)!r}, '--max-chars', '4000']) == 0"
+    assert "memsync.local.located" in modules_loaded(heavy, run)  # the first one builds the store
     with memory.open("a") as f:  # a line the quick part folds (as after an `add`)
         f.write(
             '{"id": "new", "kind": "fact", "text": "New.", "created_at": "2026-01-02T00:00:00Z"}\n'
         )
-    warm = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert warm.stdout.strip().splitlines()[-1] == "[]", warm.stdout + warm.stderr
+    assert modules_loaded(heavy, run) == []
 
 
 TESTS = Path(__file__).resolve().parent
@@ -660,34 +632,18 @@ def test_recall_starts_without_openssl_or_json(tmp_path: Path) -> None:
     imports neither `hashlib` (OpenSSL, about 3 ms: its index's name takes the built-in
     SHA-256) nor `json` (only `--json` prints it), nor `threading` (its locks are
     `_thread`'s) or `logging`, nor the fold or the other commands' modules."""
-    memory = tmp_path / "me.jsonl"
-    body = "".join(
-        f'{{"id": "e{i:05d}", "kind": "fact", "text": "Retry {i} {"x" * 200}", '
-        f'"created_at": "2026-01-01T00:00:00Z"}}\n'
-        for i in range(1500)  # over foldcheck.MIN_BYTES: a file that gets a store
-    )
-    memory.write_text(
-        '{"format": "agent-memory/0.1", "created_at": "2026-01-01T00:00:00Z"}\n' + body
-    )
+    memory = large_memory(tmp_path / "me.jsonl", "Retry")
     warm = f"main(['prompt', {str(memory)!r}]); main(['recall', {str(memory)!r}, 'retry'])"
     subprocess.run(
         [sys.executable, "-c", f"from memsync.cli import main; {warm}"],
         stdout=subprocess.DEVNULL,
         check=True,
     )
-    code = (
-        "import sys\n"
-        "from memsync.cli import main\n"
-        f"assert main(['recall', {str(memory)!r}, 'retry']) == 0\n"
-        "heavy = {'hashlib', 'json', 'memsync.cli._files', 'memsync.local.located',\n"
-        "         'memsync.local.drain', 'pydantic', 'filelock', 'logging',\n"
-        "         'threading'}\n"
-        "print(sorted(heavy & set(sys.modules)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    heavy = {
+        "hashlib", "json", "memsync.cli._files", "memsync.local.located",
+        "memsync.local.drain", "pydantic", "filelock", "logging", "threading",
+    }  # fmt: skip
+    assert modules_loaded(heavy, f"assert main(['recall', {str(memory)!r}, 'retry']) == 0") == []
 
 
 def test_the_recall_index_name_is_the_sha256_of_the_path(tmp_path: Path) -> None:
