@@ -4,13 +4,17 @@ given in seconds after `T0`."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from memsync.core.timestamps import SECOND, format_ts, parse_ts
+from tests.helpers.paths import ROOT
 from tests.helpers.strategies import HEADER
 
-__all__ = ["DAY", "T0", "at", "deciding_file", "entry", "tomb"]
+__all__ = ["DAY", "T0", "append_to_deciding_file", "at", "deciding_file", "entry", "tomb"]
 
 T0 = parse_ts("2026-01-01T00:00:00Z") or 0
 DAY = 24 * 3600 * SECOND
@@ -63,3 +67,15 @@ def deciding_file(path: Path, n: int) -> Path:
             lines.append(entry(f"x{i:05d}", i + 0.75, expires=1.0))
     path.write_bytes(b"\n".join(lines) + b"\n")
     return path
+
+
+def append_to_deciding_file(path: Path, env: Mapping[str, str]) -> None:
+    """To a `deciding_file`, as another process would (`memsync add` and `forget` run in
+    the environment `env`): an entry, a tombstone of e00010 and an entry of github.com."""
+    run = [sys.executable, "-m", "memsync"]
+    for args in (
+        ["add", str(path), "--kind", "fact", "--text", "appended later"],
+        ["forget", str(path), "e00010"],
+        ["add", str(path), "--kind", "lesson", "--text", "in scope", "--scope", "github.com"],
+    ):
+        subprocess.run([*run, *args], check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)

@@ -5,8 +5,6 @@ appends by another process and whatever happened to the file or the store since.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +14,7 @@ from memsync.local.livecache import LiveCache
 from memsync.local.reading import scan
 from memsync.local.statedir import StateDir
 from memsync.local.viewstore import ViewStore
-from tests.helpers.paths import ROOT
-from tests.helpers.records import deciding_file, entry
+from tests.helpers.records import append_to_deciding_file, deciding_file, entry
 
 
 def _answers(cache: LiveCache) -> tuple[list[bytes], str, str]:
@@ -29,24 +26,13 @@ def _answers(cache: LiveCache) -> tuple[list[bytes], str, str]:
     )
 
 
-def _append_from_another_process(path: Path, env: dict[str, str]) -> None:
-    """`memsync add` and `memsync forget` run as another process would."""
-    run = [sys.executable, "-m", "memsync"]
-    for args in (
-        ["add", str(path), "--kind", "fact", "--text", "appended later"],
-        ["forget", str(path), "e00010"],
-        ["add", str(path), "--kind", "lesson", "--text", "in scope", "--scope", "github.com"],
-    ):
-        subprocess.run([*run, *args], check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
-
-
 def test_a_cache_started_from_the_store_answers_as_a_full_fold(tmp_path: Path) -> None:
     path = deciding_file(tmp_path / "me.jsonl", 600)
     store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
     first = LiveCache(path, store)
     assert _answers(first) == _answers(LiveCache(path))  # the store built on a first read
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "elsewhere")}
-    _append_from_another_process(path, env)
+    append_to_deciding_file(path, env)
     # A server started now: from the store, folding only the appended lines.
     seeded = LiveCache(path, store)
     assert _answers(seeded) == _answers(LiveCache(path))

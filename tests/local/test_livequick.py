@@ -6,7 +6,6 @@ truncation and a damaged quick part; the quick part is opened once, not at every
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from memsync.local.located import located_index, located_view
 from memsync.local.reading import prompt_of, scan
 from memsync.local.statedir import StateDir
 from memsync.local.viewstore import ViewStore
-from tests.helpers.paths import ROOT
-from tests.helpers.records import deciding_file, entry
+from tests.helpers.records import append_to_deciding_file, deciding_file, entry
 
 HOUR = 3600 * SECOND
 IDS = ("e00003", "e00004", "e00005", "e00010", "s00005", "x00002", "late", "absent")
@@ -65,17 +63,6 @@ def _held(view: LiveQuick, path: Path, now: int) -> Answers:
     return blocks, current, newest
 
 
-def _append_from_another_process(path: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "elsewhere")}
-    run = [sys.executable, "-m", "memsync"]
-    for args in (
-        ["add", str(path), "--kind", "fact", "--text", "appended later"],
-        ["forget", str(path), "e00010"],
-        ["add", str(path), "--kind", "lesson", "--text", "in scope", "--scope", "github.com"],
-    ):
-        subprocess.run([*run, *args], check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
-
-
 def _stored(tmp_path: Path, n: int = 600) -> tuple[Path, ViewStore]:
     path = deciding_file(tmp_path / "me.jsonl", n)
     store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
@@ -89,7 +76,7 @@ def test_the_held_quick_part_answers_as_a_fold_after_appends(tmp_path: Path) -> 
     view = LiveQuick(path, store)
     now = now_us()
     assert _held(view, path, now) == _folded(path, now)
-    _append_from_another_process(path, tmp_path)
+    append_to_deciding_file(path, {**os.environ, "XDG_STATE_HOME": str(tmp_path / "elsewhere")})
     with open(path, "ab") as f:  # a later version, and one that expires in an hour
         f.write(entry("e00003", 9000, text="a later version") + b"\n")
         f.write(b'{"id": "late", "kind": "fact", "text": "for an hour", "created_at": "')
