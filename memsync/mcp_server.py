@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import ipaddress
 import json
-import logging
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -36,6 +35,7 @@ from memsync.core.timestamps import format_ts
 from memsync.errors import MemsyncError
 from memsync.local.fulltext import recall_live, warm
 from memsync.local.livequick import live_quick
+from memsync.local.logs import get_logger
 from memsync.local.memory import Memory
 from memsync.local.statedir import StateDir
 from memsync.local.targets import require_memory_target
@@ -401,7 +401,9 @@ def _warm(path: Path, state_dir: StateDir | None) -> None:
         warm(path, state_dir)
         view.check_all()
     except (MemsyncError, OSError, sqlite3.Error) as exc:  # the first call will say why
-        logging.getLogger("memsync").warning("could not warm the recall index or the view: %s", exc)
+        get_logger("memsync.mcp_server").warning(
+            "could not warm the recall index or the view: %s", exc
+        )
 
 
 def _us(ts: Any) -> int:
