@@ -9,7 +9,31 @@ needs is importable from here.
 from __future__ import annotations
 
 import importlib as _importlib
+import sys as _sys
 import typing as _typing
+
+
+def _import_msgspec_without_typing_extensions() -> None:
+    """Import msgspec once, before any memsync module does, without `typing_extensions`.
+
+    msgspec's `_utils` takes `get_type_hints`, `Required` and `NotRequired` from
+    `typing_extensions` when it is installed (pydantic brings it), and that module imports
+    `inspect`, `ast`, `dis` and `tokenize`: about 10 ms of every command's start-up, a sixth
+    of issue 20's 3x budget. On Python 3.11 msgspec falls back to `typing`'s own, which
+    resolve memsync's annotations the same way (they use nothing from typing_extensions).
+    A `None` in `sys.modules` makes that one import fail; the entry is removed at once, so
+    pydantic and anything else import typing_extensions as usual afterwards. Nothing to do
+    when either module is already loaded (an MCP server that imported pydantic first)."""
+    if "msgspec" in _sys.modules or "typing_extensions" in _sys.modules:
+        return
+    _sys.modules["typing_extensions"] = None  # type: ignore[assignment]
+    try:
+        import msgspec  # noqa: F401
+    finally:
+        del _sys.modules["typing_extensions"]
+
+
+_import_msgspec_without_typing_extensions()
 
 from memsync.errors import (
     ConfigError,

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,27 @@ def test_every_error_of_the_tree_is_exported() -> None:
     assert tree <= set(memsync.__all__)
     for error in (KeyFileError, HubKeyMismatch, UnreadableHubFile):
         assert issubclass(error, MemsyncError)
+
+
+def test_import_memsync_leaves_typing_extensions_to_whoever_needs_it() -> None:
+    """Issue 20 (start-up): `import memsync` loads msgspec without `typing_extensions` (and
+    so without `inspect`), and then takes nothing from anyone: typing_extensions imports
+    as usual afterwards, pydantic's models (which need it) validate, and msgspec decodes
+    memsync's Structs with their annotations resolved."""
+    code = (
+        "import sys, memsync\n"
+        "assert 'msgspec' in sys.modules, 'msgspec not imported'\n"
+        "assert 'typing_extensions' not in sys.modules, 'typing_extensions imported'\n"
+        "assert 'inspect' not in sys.modules, 'inspect imported'\n"
+        "import typing_extensions\n"
+        "from memsync.models import Entry\n"
+        "from datetime import datetime, timezone\n"
+        "at = datetime(2026, 1, 1, tzinfo=timezone.utc)\n"
+        "e = Entry(id='a', kind='fact', text='x', created_at=at)\n"
+        "from memsync.core.lines import classify\n"
+        'print(e.id, type(classify(b\'{"id": "a", "kind": "fact", "text": "x", '
+        '"created_at": "2026-01-01T00:00:00Z"}\')).__name__)\n'
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["a", "Record"]
