@@ -541,6 +541,7 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
         "memsync.cli._hubs", "memsync.cli._agents", "memsync.cli._bridges",
         "memsync.cli._keys", "memsync.cli._git", "sqlite3", "pydantic", "filelock",
         "subprocess", "secrets", "hashlib", "dataclasses", "logging",
+        "typing_extensions", "inspect",
     }  # fmt: skip
     add = f"assert main(['add', {str(memory)!r}, '--kind', 'fact', '--text', 'x']) == 0"
     assert modules_loaded(heavy, add) == []
@@ -555,7 +556,7 @@ def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> Non
     heavy = {
         "memsync.local.located", "memsync.local.drain", "memsync.cli._files",
         "memsync.cli._agents", "sqlite3", "pydantic", "filelock", "hashlib",
-        "logging", "threading", "memsync.local.reading",
+        "logging", "threading", "memsync.local.reading", "typing_extensions", "inspect",
     }  # fmt: skip
     run = f"assert main(['prompt', {str(memory)!r}, '--max-chars', '4000']) == 0"
     assert "memsync.local.located" in modules_loaded(heavy, run)  # the first one builds the store
@@ -642,6 +643,7 @@ def test_recall_starts_without_openssl_or_json(tmp_path: Path) -> None:
     heavy = {
         "hashlib", "json", "memsync.cli._files", "memsync.local.located",
         "memsync.local.drain", "pydantic", "filelock", "logging", "threading",
+        "typing_extensions", "inspect",
     }  # fmt: skip
     assert modules_loaded(heavy, f"assert main(['recall', {str(memory)!r}, 'retry']) == 0") == []
 

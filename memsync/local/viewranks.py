@@ -36,7 +36,6 @@ import mmap
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgspec
@@ -140,28 +139,43 @@ class _Fields(msgspec.Struct, gc=False):
 _decode_fields = msgspec.json.Decoder(_Fields).decode
 
 
-@dataclass
 class Quick:
     """A valid quick part of the memory file open as `fd`, with the records appended
-    since it was written (`tail`): answers as a fold of the whole file would."""
+    since it was written (`tail`): answers as a fold of the whole file would.
 
-    head: _Head
-    fd: int
-    name: str
-    _cols: dict[str, memoryview]
-    """The columns, mapped: their lengths and types; read whole by `shown` alone."""
-    _starts: dict[str, int]
-    _pages: Pages
-    """The columns, read a page at a time (the elements the other questions read)."""
-    _body: memoryview
-    by_id: dict[str, list[Located]] = field(default_factory=dict)
-    """The records appended since, by id, in file order."""
-    sup: dict[str, int] = field(default_factory=dict)
-    """The supersession bits the records appended since give (rule 10)."""
-    bad: list[BadLine] = field(default_factory=list)
-    headerless: list[str] = field(default_factory=list)
-    _rows: dict[str, int | None] = field(default_factory=dict)
-    _ranks: list[tuple[int, bool, int | None, int, int, int, str]] = field(default_factory=list)
+    A plain class, not a dataclass: `dataclasses` imports `inspect` (about 5 ms of a warm
+    `prompt`'s start-up, issue 20)."""
+
+    def __init__(
+        self,
+        head: _Head,
+        fd: int,
+        name: str,
+        cols: dict[str, memoryview],
+        starts: dict[str, int],
+        pages: Pages,
+        body: memoryview,
+        *,
+        bad: list[BadLine] | None = None,
+        headerless: list[str] | None = None,
+    ) -> None:
+        self.head = head
+        self.fd = fd
+        self.name = name
+        self._cols = cols
+        """The columns, mapped: their lengths and types; read whole by `shown` alone."""
+        self._starts = starts
+        self._pages = pages
+        """The columns, read a page at a time (the elements the other questions read)."""
+        self._body = body
+        self.by_id: dict[str, list[Located]] = {}
+        """The records appended since, by id, in file order."""
+        self.sup: dict[str, int] = {}
+        """The supersession bits the records appended since give (rule 10)."""
+        self.bad: list[BadLine] = [] if bad is None else bad
+        self.headerless: list[str] = [] if headerless is None else headerless
+        self._rows: dict[str, int | None] = {}
+        self._ranks: list[tuple[int, bool, int | None, int, int, int, str]] = []
 
     def _get(self, column: str, i: int) -> Any:
         """Element `i` of `column`, its block checked the first time (raises Damaged)."""
