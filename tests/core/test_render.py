@@ -146,3 +146,18 @@ def test_json_text_escapes_what_json_leaves_raw_and_keeps_the_values(text: str) 
     out = json_text(document)
     assert CONTROLS.search(out) is None
     assert json.loads(out) == json.loads(document)
+
+
+def test_every_control_character_is_outside_what_isprintable_accepts() -> None:
+    """`fold` and `visible` return a printable string unchanged without searching it
+    (issue 20): sound only if no character `CONTROLS` matches is printable. Checked over
+    every code point (surrogates aside), and against the pattern itself."""
+    everything = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
+    found = CONTROLS.compiled().findall(everything)
+    assert len(found) == 0x20 + 0x21 + 2 + 1 + 2 + 5 + 4  # C0, DEL and C1, the rest
+    assert [ch for ch in found if ch.isprintable()] == []
+    printable = "Deploy via `make ship` \u00e9\u4e2d (scope: a/b) \U0001f600"
+    assert printable.isprintable()
+    assert fold(printable) is printable
+    assert visible(printable) is printable
+    assert fold("a\u202eb\nc") == "a b c"
