@@ -211,32 +211,41 @@ class View(msgspec.Struct, frozen=True):
 def build_view(index: Index, now: int) -> View:
     """The view of the records folded into `index`, at `now` in microseconds (rules 8 to 12).
 
-    Equivalent to calling `index.alive(rid, now)` for every id, written out flat because it
-    runs once per id of a file that may hold a million.
+    Equivalent to calling `index.alive(rid, now)` for every id, written for a file that
+    may hold a million: most ids have versions of one class and nothing else, so the few
+    that also have a tombstone, a version of the other class or a supersession are found
+    with set operations (in C) and judged one by one; the others are live unless expired.
     """
-    tombs, user, superseded = index.tombs, index.user, index.superseded
-    live: list[Record] = []
-    for rid, rec in user.items():
+    tombs, user, inferred, superseded = index.tombs, index.user, index.inferred, index.superseded
+    dead_user: set[str] = set()  # ids whose user version is not current and live
+    for rid in user.keys() & tombs.keys():
+        if user[rid].ts <= tombs[rid].ts:
+            dead_user.add(rid)  # every user version is deleted (rule 8)
+    for rid in user.keys() & superseded.keys():
+        if superseded[rid] & SUPERSEDED_BY_USER:
+            dead_user.add(rid)  # rule 10
+    dead_inferred = inferred.keys() & superseded.keys()  # rule 10: by either class
+    for rid in inferred.keys() & tombs.keys():
+        if inferred[rid].ts <= tombs[rid].ts:
+            dead_inferred.add(rid)
+    for rid in inferred.keys() & user.keys():
         tomb = tombs.get(rid)
-        if tomb is not None and rec.ts <= tomb.ts:
-            continue  # every user version is deleted; an inferred one may survive (below)
-        if superseded.get(rid, 0) & SUPERSEDED_BY_USER:
-            continue
-        if rec.expires is None or rec.expires > now:
-            live.append(rec)
-    for rid, rec in index.inferred.items():
-        tomb = tombs.get(rid)
-        floor = tomb.ts if tomb is not None else None
-        if floor is not None and rec.ts <= floor:
-            continue
-        if (u := user.get(rid)) is not None and (floor is None or u.ts > floor):
-            continue  # the user version is current (rule 9)
-        if rid in superseded:
-            continue
-        if rec.expires is None or rec.expires > now:
-            live.append(rec)
+        if tomb is None or user[rid].ts > tomb.ts:
+            dead_inferred.add(rid)  # the user version is current (rule 9)
+    live = _unexpired(user, dead_user, now)
+    live += _unexpired(inferred, dead_inferred, now)
     sort_by_key(live)
     return View(live, list(index.twins))
+
+
+def _unexpired(best: dict[str, Record], dead: set[str], now: int) -> list[Record]:
+    """The records of `best` but those of the ids in `dead` and those expired at `now`
+    (rule 11), in `best`'s order."""
+    records = [r for rid, r in best.items() if rid not in dead] if dead else list(best.values())
+    expires = list(map(_EXPIRES, records))
+    if expires.count(None) == len(records):  # no expiry at all: nothing more to judge
+        return records
+    return [r for r, at in zip(records, expires, strict=True) if at is None or at > now]
 
 
 def sort_by_key(records: list[Record]) -> None:
@@ -260,6 +269,7 @@ def sort_by_key(records: list[Record]) -> None:
 
 
 _TS = attrgetter("ts")
+_EXPIRES = attrgetter("expires")
 _ID = attrgetter("id")
 
 

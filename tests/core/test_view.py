@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given
+
 from memsync.core.lines import BadLine, Header
 from memsync.core.records import Record, canonical
 from memsync.core.timestamps import parse_ts
 from memsync.core.view import Index, View, build_view
+from tests.helpers.strategies import instants, line_soups
 
 
 def ts(day: int, hour: int = 0) -> str:
@@ -322,3 +325,14 @@ def test_records_beyond_year_9999_utc_do_not_crash_the_fold() -> None:
     ]
     v = view(*lines)
     assert len(v) <= 1
+
+
+@given(line_soups(), instants())
+def test_build_view_is_alive_for_every_id_in_view_order(lines: list[bytes], now: int) -> None:
+    # `build_view` judges most ids in bulk (set operations): it must equal rules 8 to 11
+    # applied to each id (`Index.alive`), in rule 12's order.
+    index = Index()
+    index.fold_lines(lines, source="m.jsonl")
+    expected = [r for r in map(index.alive, index.ids(), [now] * len(index.ids())) if r]
+    expected.sort(key=lambda r: (r.ts, r.id))
+    assert build_view(index, now).live == expected
