@@ -51,6 +51,7 @@ __all__ = [
     "located_index",
     "located_view",
     "pack_at",
+    "rank",
 ]
 
 _CHUNK_BYTES = 1024 * 1024
@@ -145,6 +146,7 @@ def located_view(
     store: ViewStore | None = None,
     *,
     hashes: bool = False,
+    ranked: bool = True,
 ) -> LocatedView:
     """The view of several memory files together at `now` (default: the local clock),
     read in two passes (see the module's docstring).
@@ -154,18 +156,27 @@ def located_view(
     appended since, and leaves it up to date. Several files are folded whole. With
     `hashes` too, the records hold their lines' `record_hash` (`Located.hash`: from the
     store, or hashed as they are folded), so that `hashes()` reads no line (issue 21).
+    Without `ranked`, `records` is left empty: the first pass alone, for a caller that may
+    answer from the store it has just written and else calls `rank` (`at` as `now`).
 
     Raises OSError naming a file that cannot be read, and UnsupportedFormat (rule 2).
     """
     at = now_us() if now is None else now
     view = _first_pass(paths, None, store if len(paths) == 1 else None, hashes=hashes, now=at)
+    if ranked:
+        rank(view, at)
+    return view
+
+
+def rank(view: LocatedView, now: int) -> None:
+    """Set `view.records`: the live versions of its first pass at `now` (rules 8 to 12),
+    in view order. Closes the view if that fails."""
     try:
         with no_gc():  # sorting a million records allocates a million keys
-            view.records = cast(list[Located], build_view(view.scan.index, at).live)
+            view.records = cast(list[Located], build_view(view.scan.index, now).live)
     except BaseException:
         view.close()
         raise
-    return view
 
 
 def located_index(path: Path, store: ViewStore | None = None) -> LocatedView:
