@@ -533,7 +533,9 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
     takes its `flock` itself (`memsync.local.lock`); nor `secrets`, `hashlib` or
     `subprocess`, which only other paths need; nor `dataclasses`: each frozen dataclass
     costs about 0.5 ms to create, a `msgspec.Struct` a few microseconds; nor `logging`
-    (about 4 ms), which `memsync.local.logs` imports only when something is logged."""
+    (about 4 ms), which `memsync.local.logs` imports only when something is logged; nor
+    `typing_extensions` and `inspect` (msgspec's optional import, `memsync/__init__`), nor
+    argparse (a plain line is parsed by `memsync.cli._quickargs`)."""
     memory = tmp_path / "me.jsonl"
     heavy = {
         "memsync.core.view", "memsync.core.compaction", "memsync.core.prompt",
@@ -541,7 +543,7 @@ def test_add_starts_without_the_view(tmp_path: Path) -> None:
         "memsync.cli._hubs", "memsync.cli._agents", "memsync.cli._bridges",
         "memsync.cli._keys", "memsync.cli._git", "sqlite3", "pydantic", "filelock",
         "subprocess", "secrets", "hashlib", "dataclasses", "logging",
-        "typing_extensions", "inspect",
+        "typing_extensions", "inspect", "argparse",
     }  # fmt: skip
     add = f"assert main(['add', {str(memory)!r}, '--kind', 'fact', '--text', 'x']) == 0"
     assert modules_loaded(heavy, add) == []
@@ -551,12 +553,13 @@ def test_prompt_from_a_warm_store_starts_without_the_fold(tmp_path: Path) -> Non
     """Issue 20: `memsync prompt --max-chars N` answered by the persistent view's quick part
     imports neither the fold (the located scan, the drain, `local.reading`, even to fold
     the lines appended since) nor the other commands' modules (`cli._files`), nor SQLite,
-    pydantic, filelock or logging."""
+    pydantic, filelock, logging, `inspect` or argparse."""
     memory = large_memory(tmp_path / "me.jsonl")
     heavy = {
         "memsync.local.located", "memsync.local.drain", "memsync.cli._files",
         "memsync.cli._agents", "sqlite3", "pydantic", "filelock", "hashlib",
         "logging", "threading", "memsync.local.reading", "typing_extensions", "inspect",
+        "argparse",
     }  # fmt: skip
     run = f"assert main(['prompt', {str(memory)!r}, '--max-chars', '4000']) == 0"
     assert "memsync.local.located" in modules_loaded(heavy, run)  # the first one builds the store
@@ -632,7 +635,8 @@ def test_recall_starts_without_openssl_or_json(tmp_path: Path) -> None:
     """Issue 20: `memsync recall` of a file with a persistent view and a recall index
     imports neither `hashlib` (OpenSSL, about 3 ms: its index's name takes the built-in
     SHA-256) nor `json` (only `--json` prints it), nor `threading` (its locks are
-    `_thread`'s) or `logging`, nor the fold or the other commands' modules."""
+    `_thread`'s) or `logging`, nor the fold or the other commands' modules, nor `inspect`
+    or argparse."""
     memory = large_memory(tmp_path / "me.jsonl", "Retry")
     warm = f"main(['prompt', {str(memory)!r}]); main(['recall', {str(memory)!r}, 'retry'])"
     subprocess.run(
@@ -643,7 +647,7 @@ def test_recall_starts_without_openssl_or_json(tmp_path: Path) -> None:
     heavy = {
         "hashlib", "json", "memsync.cli._files", "memsync.local.located",
         "memsync.local.drain", "pydantic", "filelock", "logging", "threading",
-        "typing_extensions", "inspect",
+        "typing_extensions", "inspect", "argparse",
     }  # fmt: skip
     assert modules_loaded(heavy, f"assert main(['recall', {str(memory)!r}, 'retry']) == 0") == []
 

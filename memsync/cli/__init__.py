@@ -7,26 +7,26 @@ Every error is one line on stderr, `memsync: <what went wrong>`, never a traceba
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 from memsync import __version__
+from memsync.cli import _quickargs
 from memsync.cli._common import (
     EXIT_ERROR,
     EXIT_NOT_QUIET,
     SCOPE_HELP,
     Handler,
-    Parser,
     at_most,
     confidence_arg,
-    positive_int_arg,
     timestamp_arg,
 )
-from memsync.cli._help import describe
+from memsync.cli._quickargs import lazy_handler as _lazy
+from memsync.cli._quickargs import quick_args
 from memsync.core.records import KINDS
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.local import logs
@@ -34,6 +34,10 @@ from memsync.local.platforms import refuse_native_windows
 from memsync.local.progress import progress_line
 
 if TYPE_CHECKING:
+    import argparse
+
+    from memsync.cli._parser import Parser
+
     _Subparsers: TypeAlias = argparse._SubParsersAction[Parser]
 
 __all__ = ["main"]
@@ -43,6 +47,9 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line's parser: every command's, or with `argv` given and naming a
     command, that command's alone (issue 20: `memsync add` builds one subcommand's parser
     and imports no other command's module; what it accepts and prints is the same)."""
+    from memsync.cli._help import describe
+    from memsync.cli._parser import Parser
+
     Parser.building = True  # no terminal measured for each argument (`Parser.building`)
     try:
         parser = Parser(
@@ -80,27 +87,6 @@ def _register_extra(module: str, sub: _Subparsers) -> None:
     importlib.import_module(f"memsync.cli.{module}").register(sub)
 
 
-def _add(sub: _Subparsers) -> None:
-    p = sub.add_parser("add", help="append a new entry; prints its id")
-    p.add_argument("file", type=Path)
-    p.add_argument("--kind", required=True, choices=KINDS)
-    p.add_argument("--text", required=True)
-    p.add_argument("--scope", default="global")
-    p.add_argument("--tag", action="append", default=[], help="repeat for several tags")
-    p.add_argument("--source", default=None, help='where it was learned; "user" if the person')
-    p.add_argument("--confidence", type=confidence_arg, default=1.0)
-    p.add_argument("--expires-at", type=timestamp_arg, default=None, metavar="TS")
-    p.add_argument("--supersedes", default=None, metavar="ID")
-    p.set_defaults(handler=_lazy("_writes", "cmd_add"))
-
-
-def _forget(sub: _Subparsers) -> None:
-    p = sub.add_parser("forget", help="append a tombstone for an id")
-    p.add_argument("file", type=Path)
-    p.add_argument("id")
-    p.set_defaults(handler=_lazy("_writes", "cmd_forget"))
-
-
 def _show(sub: _Subparsers) -> None:
     p = sub.add_parser("show", help="the view of one or more files together")
     p.add_argument("files", type=Path, nargs="+", metavar="FILE")
@@ -114,23 +100,6 @@ def _show(sub: _Subparsers) -> None:
         help="print the view's digest and entry count instead: equal on machines that agree",
     )
     p.set_defaults(handler=_lazy("_files", "cmd_show"))
-
-
-def _prompt(sub: _Subparsers) -> None:
-    p = sub.add_parser("prompt", help="the memory block for an agent's context")
-    p.add_argument(
-        "files",
-        type=Path,
-        nargs="*",
-        metavar="FILE",
-        help="left out: --memory NAME of the config (default: its only memory, or 'me')",
-    )
-    p.add_argument("--memory", default=None, metavar="NAME", help="a memory of the config")
-    p.add_argument("--config", type=Path, default=None, metavar="PATH")
-    p.add_argument("--scope", default=None, help=SCOPE_HELP)
-    p.add_argument("--max-chars", type=positive_int_arg, default=None, metavar="N")
-    p.add_argument("--now", type=timestamp_arg, default=None, metavar="TS")
-    p.set_defaults(handler=_lazy("_prompt", "cmd_prompt"))
 
 
 def _check(sub: _Subparsers) -> None:
@@ -171,7 +140,9 @@ def _handoff(sub: _Subparsers) -> None:
         "ones: unlike show's --scope); repeat for several",
     )
     # The old spelling, kept for scripts: it meant --within (not show's --scope).
-    p.add_argument("--scope", dest="within", action="append", help=argparse.SUPPRESS)
+    from argparse import SUPPRESS
+
+    p.add_argument("--scope", dest="within", action="append", help=SUPPRESS)
     p.add_argument("--kind", action="append", choices=KINDS, default=[])
     p.add_argument("--min-confidence", type=confidence_arg, default=None, metavar="F")
     p.add_argument("--since", type=timestamp_arg, default=None, metavar="TS")
@@ -295,10 +266,10 @@ def _forget_replica(sub: _Subparsers) -> None:
 
 
 _COMMANDS: dict[str, Callable[[_Subparsers], None]] = {
-    "add": _add,
-    "forget": _forget,
+    "add": partial(_quickargs.register, name="add"),
+    "forget": partial(_quickargs.register, name="forget"),
     "show": _show,
-    "prompt": _prompt,
+    "prompt": partial(_quickargs.register, name="prompt"),
     "check": _check,
     "merge": _merge,
     "handoff": _handoff,
@@ -326,23 +297,14 @@ _EXTRA_COMMANDS = {
 name: only the module of the command run is imported."""
 
 
-def _lazy(module: str, name: str) -> Handler:
-    """The handler `name` of `memsync.cli.<module>`, imported only when its command runs:
-    `memsync add` never imports what `show` or `sync` needs (issue 20: start-up time)."""
-
-    def run(args: argparse.Namespace) -> int:
-        handler: Handler = getattr(importlib.import_module(f"memsync.cli.{module}"), name)
-        return handler(args)
-
-    return run
-
-
 QUIET_HELP = "no progress line on a terminal for long operations"
 
 
 def _quiet_option(p: argparse.ArgumentParser) -> None:
     """`--quiet` after the command too (`memsync merge ... --quiet`). SUPPRESS: a default
     here would overwrite a `memsync --quiet merge ...` given before the command."""
+    import argparse
+
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
 
 
@@ -350,7 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (see the module docstring)."""
     try:
         refuse_native_windows()  # one line pointing to WSL2 (issue 23)
-        args = _build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        # A plain line of an everyday command is parsed without argparse (`_quickargs`).
+        args = quick_args(words) or _build_parser(words).parse_args(words)
         logs.configure(args.verbose)  # applied when memsync first logs (issue 20)
         handler: Handler = args.handler
         # Issue 14: a progress line on a terminal, erased before any `memsync: ...` line.

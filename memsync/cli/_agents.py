@@ -8,15 +8,17 @@ it. Errors are raised as `MemsyncError`/`OSError` and printed by `cli.main` as o
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memsync.cli._common import confidence_arg, configured_memory, positive_int_arg
-from memsync.core.records import KINDS
+from memsync.cli import _quickargs
+from memsync.cli._common import configured_memory, refused
 from memsync.core.render import fold, json_text, token
 from memsync.errors import MemsyncError, UsageError
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["IMPORT_FORMATS", "cmd_export", "cmd_import", "cmd_mcp", "cmd_recall", "register"]
 
@@ -29,9 +31,9 @@ def _port(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+        raise refused(f"not a port number: {text!r}") from None
     if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"a port is from 1 to 65535, not {text}")
+        raise refused(f"a port is from 1 to 65535, not {text}")
     return value
 
 
@@ -176,15 +178,7 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(handler=cmd_mcp)
 
-    p = sub.add_parser("recall", help="live entries matching words, best first")
-    p.add_argument("file", type=Path, metavar="FILE")
-    p.add_argument("query", metavar="QUERY")
-    p.add_argument("--scope", default=None, help="the task's scope (global entries match too)")
-    p.add_argument("--kind", action="append", choices=KINDS, default=[])
-    p.add_argument("--min-confidence", type=confidence_arg, default=0.0, metavar="F")
-    p.add_argument("--limit", type=positive_int_arg, default=10, metavar="N")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_recall)
+    _quickargs.register(sub, "recall")
 
     p = sub.add_parser("export", help="a readable summary of a memory (Markdown)")
     p.add_argument("--markdown", action="store_true", required=True, help="the format")

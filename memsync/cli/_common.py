@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import math
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, NoReturn
+from typing import TYPE_CHECKING, BinaryIO, TypeAlias
+
+if TYPE_CHECKING:
+    import argparse
 
 from memsync.core.timestamps import parse_ts
-from memsync.errors import SHOWN_CHARS, ConfigError, UsageError, shown
+from memsync.errors import ConfigError, UsageError, shown
 from memsync.local.dirs import DEFAULT_MEMORY_NAME, default_config_path, default_memory_path
 
 __all__ = [
@@ -24,7 +25,6 @@ __all__ = [
     "EXIT_OK",
     "SCOPE_HELP",
     "Handler",
-    "Parser",
     "at_most",
     "buffered_stdout",
     "confidence_arg",
@@ -32,13 +32,15 @@ __all__ = [
     "existing",
     "non_negative_arg",
     "positive_int_arg",
+    "refused",
     "report_bad",
     "timestamp_arg",
 ]
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR, EXIT_NOT_QUIET = 0, 1, 2, 3
 
-Handler = Callable[[argparse.Namespace], int]
+Handler: TypeAlias = "Callable[[argparse.Namespace], int]"
+"""A command's function (a string: argparse is imported only to build a parser)."""
 
 SCOPE_HELP = (
     "the task's scope: entries of this scope, of the domains it is a subdomain of, and "
@@ -46,35 +48,19 @@ SCOPE_HELP = (
 )
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, with its errors as one `memsync: ...` line and exit status 2."""
+def refused(message: str) -> Exception:
+    """An argument type's error: argparse prints `message` as the reason. argparse is
+    imported here, when a value is refused, not by the plain command lines that never
+    build a parser (`memsync.cli._quickargs`)."""
+    import argparse
 
-    building = False
-    """True while `memsync.cli` builds its parsers. argparse makes a formatter at each
-    `add_argument` only to check the argument's metavar, and a formatter measures the
-    terminal (importing `shutil`, with bz2 and lzma: about 2 ms of `memsync add`'s
-    start-up, issue 20); a width is of no use there. Help and usage are formatted after
-    the build, at the terminal's width as always."""
-
-    def _get_formatter(self) -> argparse.HelpFormatter:
-        if Parser.building and self.formatter_class is argparse.HelpFormatter:
-            return argparse.HelpFormatter(prog=self.prog, width=80)
-        return super()._get_formatter()
-
-    def error(self, message: str) -> NoReturn:
-        where = "" if self.prog == "memsync" else f"{self.prog}: "
-        # argparse quotes what was typed ("invalid choice: '...'"): at most a prefix of it.
-        message = _LONG_QUOTE.sub(lambda m: shown(m[1]), message)
-        raise UsageError(f"{where}{message} (see --help)")
-
-
-_LONG_QUOTE = re.compile(rf"'([^']{{{SHOWN_CHARS + 1},}})'")
+    return argparse.ArgumentTypeError(message)
 
 
 def timestamp_arg(text: str) -> int:
     us = parse_ts(text)
     if us is None:
-        raise argparse.ArgumentTypeError(f"not an RFC 3339 timestamp with a zone: {text!r}")
+        raise refused(f"not an RFC 3339 timestamp with a zone: {text!r}")
     return us
 
 
@@ -82,9 +68,9 @@ def confidence_arg(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise refused(f"not a number: {text!r}") from None
     if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"confidence must be from 0 to 1, not {text}")
+        raise refused(f"confidence must be from 0 to 1, not {text}")
     return value
 
 
@@ -92,9 +78,9 @@ def positive_int_arg(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        raise refused(f"not a whole number: {text!r}") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+        raise refused(f"must be positive, not {text}")
     return value
 
 
@@ -123,9 +109,9 @@ def non_negative_arg(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise refused(f"not a number: {text!r}") from None
     if not value >= 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, not {text}")
+        raise refused(f"must be a finite number, 0 or more, not {text}")
     return value
 
 
@@ -136,7 +122,7 @@ def at_most(maximum: float) -> Callable[[str], float]:
     def parse(text: str) -> float:
         value = non_negative_arg(text)
         if value > maximum:
-            raise argparse.ArgumentTypeError(f"must be from 0 to {maximum:g}, not {text}")
+            raise refused(f"must be from 0 to {maximum:g}, not {text}")
         return value
 
     return parse

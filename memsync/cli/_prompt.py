@@ -7,7 +7,6 @@ are imported only when the quick part cannot answer.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import TYPE_CHECKING
 
@@ -15,6 +14,8 @@ from memsync.cli._common import EXIT_OK, configured_memory, existing, report_bad
 from memsync.errors import UsageError
 
 if TYPE_CHECKING:
+    import argparse
+
     from memsync.core.lines import BadLine
 
 __all__ = ["cmd_prompt"]

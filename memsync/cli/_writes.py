@@ -7,13 +7,16 @@ start-up).
 
 from __future__ import annotations
 
-import argparse
 import re
+from typing import TYPE_CHECKING
 
 from memsync.cli._common import EXIT_OK
 from memsync.core.timestamps import format_ts
 from memsync.local.memory import Memory
 from memsync.local.targets import require_memory_target
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["cmd_add", "cmd_forget"]
 
