@@ -49,6 +49,7 @@ from memsync.local.storage import (
 )
 
 __all__ = [
+    "Appending",
     "Destination",
     "Indexed",
     "KnownDigests",
@@ -229,6 +230,33 @@ class Streamed:
 
     def finish(self) -> None:
         pass
+
+
+class Appending(Streamed):
+    """`Streamed`, for a caller that holds the file's lock for the whole merge (a cold
+    indexed merge, `memsync.local.merge.merge_indexed`): each batch is planned against
+    the file as it streams and appended at once, as `Indexed` appends it (one `at` for
+    every batch and the header), never planned again. The records held for being dated
+    too far ahead are collected in `held` (source, line number, raw) for the index."""
+
+    def __init__(self, path: Path, *, at: int, max_future: int) -> None:
+        super().__init__(path, now=at, max_future=max_future, lock_timeout=0)
+        self._at = at
+        self.held: list[tuple[str, int, bytes]] = []
+
+    def merge(self, batch: Batch) -> MergePlan:
+        pending = self.plan(batch.chunks, by_id=batch.by_id)
+        batch.renumber(pending.plan)
+        self.held += [(h.source, h.line, h.record.raw) for h in pending.plan.held]
+        _refresh(pending)  # a lock-free writer's lines since the plan are not appended again
+        data = pending.plan.data()
+        if data:
+            private_dirs(self.path.parent)
+            end = append_bytes(self.path, data, header=header_line(self._at))
+            pending.appended = (os.stat(self.path).st_ino, end - len(data), end)
+            if batch.by_id:
+                self._own.note(pending)
+        return pending.plan
 
 
 class _Digests:

@@ -152,6 +152,7 @@ class FileIndex(_Store):
     def __init__(self, path: Path, db_path: Path) -> None:
         super().__init__(db_path)
         self.path = path
+        self.db_path = db_path
         # 16 MiB: as fast as 64 here (the OS caches the file too), and 48 MB less (issue 14).
         self._db.execute("PRAGMA cache_size=-16384")
         self._db.executescript(_SCHEMA)
@@ -176,9 +177,25 @@ class FileIndex(_Store):
         meta = self._meta()
         return 0 if meta is None else meta.offset
 
-    def refresh(self) -> int:
-        """Catch up with the file: index the lines appended since the last refresh, or
-        everything again if the file was replaced or rewritten. Return the bytes read."""
+    def behind(self) -> int:
+        """How many bytes of the file `refresh` would read now: all of them if the index
+        is stale (never built, or the file replaced or rewritten), which is then reset
+        here, source cursors included, as `refresh` would reset it; else what the file
+        gained since the last refresh."""
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+        meta = self._meta()
+        if meta is None or not cursor_valid(self.path, meta):
+            self._reset()
+            return size
+        return max(0, size - meta.offset)
+
+    def refresh(self, stop: int | None = None) -> int:
+        """Catch up with the file: index the lines appended since the last refresh (those
+        that end by byte `stop`, if given), or everything again if the file was replaced
+        or rewritten. Return the bytes read."""
         meta = self._meta()
         if not self.path.exists():
             self._reset()
@@ -191,12 +208,13 @@ class FileIndex(_Store):
         # In bulk (sorted inserts, and the id index made once at the end) when the lines to
         # read outnumber, by their bytes, those indexed already: a first build, or a merge
         # of partitions that brings the index up to date once (`merge_indexed`).
-        bulk = os.stat(self.path).st_size - offset > offset
+        end = os.stat(self.path).st_size if stop is None else stop
+        bulk = end - offset > offset
         self._db.execute("BEGIN")
         try:
             if bulk:
                 self._db.execute("DROP INDEX IF EXISTS recs_id")
-            for chunk in read_chunks(self.path, offset, line):
+            for chunk in read_chunks(self.path, offset, line, stop=stop):
                 self._add_chunk(chunk, sort=bulk)
                 read += chunk.end - chunk.start
                 offset, line = chunk.end, chunk.first_line + len(chunk.lines)

@@ -29,6 +29,7 @@ from memsync.core.timestamps import format_ts
 from memsync.local import batching
 from memsync.local.batching import Batch
 from memsync.local.destination import (
+    Appending,
     Destination,
     Indexed,
     PendingMerge,
@@ -38,6 +39,7 @@ from memsync.local.destination import (
 from memsync.local.drain import recover_all
 from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import now_us
+from memsync.local.indexbuild import Build
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.progress import Progress
 from memsync.local.statedir import StateDir
@@ -313,19 +315,70 @@ def merge_indexed(
     Sources with over `PARTITION_BYTES` not read yet go in partitions by id, each judged
     against the index as it was before the merge, the index brought up to date once at the
     end, in bulk; smaller ones as `merge_chunks` merges them.
+
+    A cold index (never built, stale, or to take in more than it holds and `COLD_BYTES`:
+    a merge into an empty file) is not built before the merge: the merge streams the
+    destination as `merge_files` does (`Appending`) while a second process builds the
+    index of the file as it was (`indexbuild.Build`), and the index then reads only what
+    the merge appended. The file's lock is held throughout, as for a warm merge; the
+    result is the same.
     """
     recover_all([dest, *sources])  # lines a killed compaction left aside (rule 16)
+    at = now_us() if now is None else now
     with FileIndex(dest, state_dir.merge_index(dest)) as index:
-        ends: dict[str, Cursor] = {}
-        chunks = _cursor_chunks(index, sources, ends, progress)
-        unread = _unread_bytes(index, sources)
-        by_id = not dry_run and unread > batching.PARTITION_BYTES
-        result = _merge_indexed(
-            index, chunks, now, max_future, dry_run, lock_timeout, unread, progress, by_id=by_id
-        )
+        with file_lock(dest, lock_timeout):
+            behind = index.behind()  # a stale index is reset here, its cursors with it
+            ends: dict[str, Cursor] = {}
+            chunks = _cursor_chunks(index, sources, ends, progress)
+            unread = _unread_bytes(index, sources)
+            by_id = not dry_run and unread > batching.PARTITION_BYTES
+            # Cold: what the index must take in (the file's unindexed bytes, and at most
+            # the sources' unread ones appended) outweighs what it holds.
+            if not dry_run and behind + unread > max(COLD_BYTES, index.offset):
+                result = _merge_cold(index, chunks, at, max_future, unread, progress, by_id)
+            else:
+                result = _merge_locked(
+                    index, chunks, at, max_future, dry_run, unread, progress, by_id=by_id
+                )
         if not dry_run:
             for key, cursor in ends.items():
                 index.set_cursor(key, cursor)
+    return result
+
+
+COLD_BYTES = 16 * 1024 * 1024
+"""An index to take in more than this (and than it holds) is cold (`merge_indexed`); a
+smaller one is brought up to date before the merge, in less time than starting a second
+process would take."""
+
+
+def _merge_cold(
+    index: FileIndex,
+    chunks: Iterable[SourceLines],
+    at: int,
+    max_future: int,
+    total_bytes: int,
+    progress: Progress | None,
+    by_id: bool,
+) -> MergeResult:
+    """`merge_indexed`'s merge into the file of a cold `index`, under the file's lock:
+    streamed as `merge_files` streams it (the held records offered again), while
+    `indexbuild.Build` indexes the file as it was; then the index catches up with what
+    the merge appended (or, if the build failed, with the whole file) and keeps the
+    records this merge held."""
+    build = Build(index.path, index.db_path, file_size(index.path)) if index.path.exists() else None
+    dest = Appending(index.path, at=at, max_future=max_future)
+    held: list[SourceLines] = [(s, n, [raw]) for s, n, raw in index.held()]
+    try:
+        result = _merge(dest, itertools.chain(held, chunks), total_bytes, progress, by_id=by_id)
+    except BaseException:
+        if build is not None:
+            build.stop()
+        raise
+    if build is not None:
+        build.wait()  # failed or not, `refresh` reads what the index lacks
+    index.refresh()
+    index.set_held(dest.held)
     return result
 
 
@@ -379,7 +432,24 @@ def _merge_indexed(
     """`_merge` into the file of `index`, under its lock, the held records offered again."""
     at = now_us() if now is None else now
     with file_lock(index.path, lock_timeout):
-        index.refresh()
-        dest = Indexed(index, at=at, max_future=max_future, dry_run=dry_run)
-        lines = itertools.chain(dest.held_chunks(), chunks)
-        return _merge(dest, lines, total_bytes, progress, by_id=by_id)
+        return _merge_locked(
+            index, chunks, at, max_future, dry_run, total_bytes, progress, by_id=by_id
+        )
+
+
+def _merge_locked(
+    index: FileIndex,
+    chunks: Iterable[SourceLines],
+    at: int,
+    max_future: int,
+    dry_run: bool,
+    total_bytes: int,
+    progress: Progress | None,
+    *,
+    by_id: bool,
+) -> MergeResult:
+    """`_merge_indexed` once the caller holds the file's lock."""
+    index.refresh()
+    dest = Indexed(index, at=at, max_future=max_future, dry_run=dry_run)
+    lines = itertools.chain(dest.held_chunks(), chunks)
+    return _merge(dest, lines, total_bytes, progress, by_id=by_id)

@@ -86,8 +86,10 @@ def read_chunks(
     chunk_bytes: int = CHUNK_BYTES,
     *,
     keep_long: bool = False,
+    stop: int | None = None,
 ) -> Iterator[Chunk]:
-    """Yield the complete lines of `path` from byte `start`, a chunk at a time (rule 1).
+    """Yield the complete lines of `path` from byte `start` (up to `stop`, default: the
+    end), a chunk at a time (rule 1).
 
     A torn last line (no final "\\n") is not yielded: the last chunk's `end` stops before
     it, so a reader that saves `end` reads it once it is complete. A line over the limit
@@ -100,7 +102,7 @@ def read_chunks(
     try:
         with errors_named(path):
             yield from read_chunks_fd(
-                fd, start, first_line, chunk_bytes=chunk_bytes, keep_long=keep_long
+                fd, start, first_line, stop, chunk_bytes=chunk_bytes, keep_long=keep_long
             )
     finally:
         os.close(fd)
