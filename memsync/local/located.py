@@ -36,7 +36,7 @@ from memsync.local.placed import LENGTH_MASK as _LENGTH_MASK
 from memsync.local.placed import OFFSET_BITS as _OFFSET_BITS
 from memsync.local.placed import OFFSET_MASK as _OFFSET_MASK
 from memsync.local.placed import RUN_BYTES as _RUN_BYTES
-from memsync.local.placed import lines_at
+from memsync.local.placed import lines_at, runs_at
 from memsync.local.reading import CheckReport, ScanResult, SecretFinding, is_header, no_gc
 from memsync.local.storage import Chunk, errors_named, open_for_reading, read_chunks_fd
 
@@ -93,6 +93,12 @@ class LocatedView:
         rewritten in place, which memsync never does (rule 13).
         """
         return lines_at(map(_AT, self.records), self.paths, self._fds)
+
+    def runs(self) -> Iterator[bytes]:
+        """The lines of `lines()`, each run of adjacent ones as the bytes that hold them,
+        each line with its "\\n" (`placed.runs_at`): what a writer of every line copies
+        at once. Raises OSError as `lines()` does."""
+        return runs_at(map(_AT, self.records), self.paths, self._fds)
 
     def hashes(self) -> Iterator[int]:
         """The `record_hash` of each of `records`, in order (`hashes_of`)."""
