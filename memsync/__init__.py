@@ -23,8 +23,13 @@ def _import_msgspec_without_typing_extensions() -> None:
     resolve memsync's annotations the same way (they use nothing from typing_extensions).
     A `None` in `sys.modules` makes that one import fail; the entry is removed at once, so
     pydantic and anything else import typing_extensions as usual afterwards. Nothing to do
-    when either module is already loaded (an MCP server that imported pydantic first)."""
+    when either module is already loaded (an MCP server that imported pydantic first), nor
+    when other threads run: one of them could import typing_extensions in that moment (a
+    program importing memsync late; every memsync command starts with one thread)."""
     if "msgspec" in _sys.modules or "typing_extensions" in _sys.modules:
+        return
+    threading = _sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
         return
     _sys.modules["typing_extensions"] = None  # type: ignore[assignment]
     try:

@@ -186,3 +186,21 @@ def test_import_memsync_leaves_typing_extensions_to_whoever_needs_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["a", "Record"]
+
+
+def test_import_memsync_from_a_second_thread_leaves_typing_extensions_alone() -> None:
+    """With other threads running, `import memsync` does not hide typing_extensions even
+    for a moment: one of them could be importing it. msgspec then imports it as usual."""
+    code = (
+        "import sys, threading\n"
+        "stop = threading.Event()\n"
+        "t = threading.Thread(target=stop.wait)\n"
+        "t.start()\n"
+        "import memsync, msgspec\n"
+        "stop.set()\n"
+        "t.join()\n"
+        "print('typing_extensions' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]
