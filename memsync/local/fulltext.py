@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _thread  # its lock alone: `threading` is 0.5 ms of recall's start-up (issue 20)
 import os
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,14 +182,17 @@ def recall(
         use_fts = fts5_available()
     if not use_fts:
         return _scan(_live_cache(p).records(now), query, flt, limit)
-    if persistent:
-        return _recall_stored(p, query, flt, limit, at, StateDir.of(state_dir))
-    # The cache first: it copies in what a killed compaction left aside (rule 16), which
-    # the text index then reads too.
-    with _live_cache(p).reading() as (index, line):
-        fts = _text_index(p.resolve(), StateDir.of(state_dir).recall_index(p))
-        fts.refresh()
-        return _hits(fts, query, flt, limit, lambda rid: index.alive(rid, at), line)
+    try:
+        if persistent:
+            return _recall_stored(p, query, flt, limit, at, StateDir.of(state_dir))
+        # The cache first: it copies in what a killed compaction left aside (rule 16),
+        # which the text index then reads too.
+        with _live_cache(p).reading() as (index, line):
+            fts = _text_index(p.resolve(), StateDir.of(state_dir).recall_index(p))
+            _refresh(fts)
+            return _hits(fts, query, flt, limit, lambda rid: index.alive(rid, at), line)
+    except _IndexUnusable as exc:
+        return _scan_instead(p, exc, query, flt, limit, now)
 
 
 def recall_live(
@@ -229,15 +233,19 @@ def recall_live(
     state = StateDir.of(state_dir)
     if not fts5_available():
         return _scan(_live_cache(p).records(now), query, flt, limit)
-    fts = _text_index(p.resolve(), state.recall_index(p))
     try:
-        with live.held() as quick:
-            if quick is not None:
-                fts.refresh()
-                return _hits(fts, query, flt, limit, lambda rid: quick.alive(rid, at), quick.line)
-    except Damaged:
-        pass  # (discarded: the store answers, and writes one)
-    return _recall_stored(p, query, flt, limit, at, state)
+        fts = _text_index(p.resolve(), state.recall_index(p))
+        try:
+            with live.held() as quick:
+                if quick is not None:
+                    _refresh(fts)
+                    alive = quick.alive
+                    return _hits(fts, query, flt, limit, lambda rid: alive(rid, at), quick.line)
+        except Damaged:
+            pass  # (discarded: the store answers, and writes one)
+        return _recall_stored(p, query, flt, limit, at, state)
+    except _IndexUnusable as exc:
+        return _scan_instead(p, exc, query, flt, limit, now)
 
 
 def _recall_stored(
@@ -253,13 +261,13 @@ def _recall_stored(
     fts = _text_index(path.resolve(), state.recall_index(path))
     with opened_quick(store, path) as quick:  # damaged: the store answers, and writes one
         if quick is not None:
-            fts.refresh()
+            _refresh(fts)
             return _hits(fts, query, flt, limit, lambda rid: quick.alive(rid, at), quick.line)
     from memsync.local.located import located_index  # (start-up: the quick part answers)
 
     with located_index(path, store) as view:
         index = view.scan.index
-        fts.refresh()
+        _refresh(fts)
         return _hits(fts, query, flt, limit, lambda rid: index.alive(rid, at), view.line)
 
 
@@ -310,14 +318,41 @@ _INDEXES: dict[tuple[Path, Path], TextIndex] = {}
 _INDEXES_LOCK = _thread.allocate_lock()
 
 
+class _IndexUnusable(Exception):
+    """The state directory cannot hold or bring up to date the text index: not a folder,
+    not writable, full. `recall` then answers by the plain scan (`_scan`), as where FTS5
+    is missing, rather than fail: the index is a cache."""
+
+
 def _text_index(path: Path, db_path: Path) -> TextIndex:
     """This process's open `TextIndex` of `path` in `db_path`: a server answering many
-    queries opens the database once, not per query."""
+    queries opens the database once, not per query. Raises _IndexUnusable."""
     with _INDEXES_LOCK:
         found = _INDEXES.get((path, db_path))
         if found is None or not db_path.exists():
-            found = _INDEXES[(path, db_path)] = TextIndex(path, db_path)
+            try:
+                found = _INDEXES[(path, db_path)] = TextIndex(path, db_path)
+            except (OSError, sqlite3.Error) as exc:
+                raise _IndexUnusable(f"{db_path}: {exc}") from exc
         return found
+
+
+def _refresh(fts: TextIndex) -> None:
+    """`fts.refresh()`; raises _IndexUnusable when the index cannot be written. (Should
+    the memory file itself fail to read, the scan that follows says so.)"""
+    try:
+        fts.refresh()
+    except (OSError, sqlite3.Error) as exc:
+        raise _IndexUnusable(f"{fts.db_path}: {exc}") from exc
+
+
+def _scan_instead(
+    path: Path, exc: _IndexUnusable, query: str, flt: _Filter, limit: int, now: int | None
+) -> list[RecallHit]:
+    from memsync.local.logs import get_logger
+
+    get_logger("memsync").warning("recall without its full-text index: %s", exc)
+    return _scan(_live_cache(path).records(now), query, flt, limit)
 
 
 def _scan(live: Sequence[Record], query: str, flt: _Filter, limit: int) -> list[RecallHit]:

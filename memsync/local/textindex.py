@@ -87,6 +87,7 @@ class TextIndex:
         for folder in (db_path.parent.parent, db_path.parent):  # the state dir, then ours
             private_dirs(folder)
         self.path = path
+        self.db_path = db_path
         # Its errors are OSErrors naming db_path; another server's refresh may hold the
         # write lock while it indexes a large file: wait for it.
         self._db = connect(db_path, timeout=30.0, check_same_thread=False)

@@ -131,6 +131,36 @@ def test_the_fallback_scan_keeps_the_contract(tmp_path: Path) -> None:
     assert _ids(path, "retries", state, use_fts=False) == [ids["limit"]]
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_an_unusable_state_directory_recalls_by_the_scan(
+    tmp_path: Path, persistent: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The index is a cache: where the state directory cannot hold it (here a file stands
+    where its folder would be; the same for one not writable, or full), recall answers as
+    the fallback scan does, with a warning naming the index, instead of failing."""
+    path = tmp_path / "m.jsonl"
+    ids = _fixture(path)
+    blocked = tmp_path / "state"
+    blocked.write_text("not a folder")
+    with caplog.at_level("WARNING", logger="memsync"):
+        hits = recall(path, "retries", state_dir=blocked / "x", persistent=persistent)
+    assert [h.id for h in hits] == _ids(path, "retries", tmp_path / "ok", use_fts=False)
+    assert ids["limit"] in [h.id for h in hits]
+    assert "recall without its full-text index" in caplog.text
+    assert str(blocked) in caplog.text
+
+
+def test_the_cli_recalls_through_an_unusable_state_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "m.jsonl"
+    ids = _fixture(path)
+    (tmp_path / "state").write_text("not a folder")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert main(["recall", str(path), "short"]) == 0
+    assert capsys.readouterr().out.startswith(ids["short"])
+
+
 def test_the_index_reads_only_new_lines_and_rebuilds_when_rewritten(tmp_path: Path) -> None:
     path, state = tmp_path / "m.jsonl", tmp_path / "state"
     _fixture(path)
