@@ -17,6 +17,7 @@ line number, so that bad lines and withheld records are reported where they are.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,10 +179,13 @@ def by_id(
         for name, first, lines in chunks:
             digests = list(map(line_digest, lines))
             held = known(digests)
-            for i, raw in enumerate(lines):
-                if held and digests[i] in held:
-                    parts.known += 1
-                    continue
+            new: Iterable[int] = range(len(lines))
+            if held:  # the lines it lacks picked in C: replicas share most lines
+                lacks = map(operator.not_, map(held.__contains__, digests))
+                new = list(itertools.compress(new, lacks))
+                parts.known += len(lines) - len(new)
+            for i in new:
+                raw = lines[i]
                 rid = quick_id(raw)
                 if rid is None:
                     parsed = classify(raw, source=name, line_no=first + i)
