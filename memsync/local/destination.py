@@ -287,13 +287,14 @@ class _Digests:
 
 def _file_reader(path: Path, own: _OwnAppends | None = None) -> Callable[[Relevant], Index]:
     """Answers `merge_steps`' asks by streaming `path`: the second pass of a file merge
-    indexes the records that bear on what is new; a third, rare one adds the supersession
-    targets to that index, from the lines that may supersede (`superseding_lines`), kept
-    from the second pass when they are few (else read again). With `own`, the ranges this
-    merge's earlier partitions appended are not read: their superseding lines are `own`'s.
+    indexes the records that bear on what is new; a third, rare one (a superseding
+    candidate found beaten: `supersession_targets`) adds the supersession targets to that
+    index, from the lines that may supersede (`superseding_lines`), read again then
+    rather than looked for in every merge's second pass (a fifth of a replica merge's
+    time, issue 20). With `own`, the ranges this merge's earlier partitions appended are
+    not read: their superseding lines are `own`'s.
     """
     index = Index()
-    kept: list[list[bytes] | None] = [None]
     skip = own.ranges_in(path) if own is not None else []
     extra = own.superseding if own is not None and skip else []
 
@@ -301,41 +302,22 @@ def _file_reader(path: Path, own: _OwnAppends | None = None) -> Callable[[Releva
         if not need.incoming.candidates or not path.exists():
             return index
         if need.targets:
-            sup_lines = kept[0]
-            if sup_lines is None:
-                chunks = (superseding_lines(c.data) for c in _chunks_outside(path, skip))
-                sup_lines = list(itertools.chain.from_iterable(chunks))
+            chunks = (superseding_lines(c.data) for c in _chunks_outside(path, skip))
             relevant_index(
-                itertools.chain(sup_lines, extra),
+                itertools.chain(itertools.chain.from_iterable(chunks), extra),
                 set(),
                 need.targets,
                 into=index,
                 source=str(path),
             )
             return index
-        sups: list[bytes] | None = []
-
         ids = need.incoming.ids
-
-        def lines() -> Iterator[list[bytes]]:
-            nonlocal sups
-            for chunk in _chunks_outside(path, skip):
-                yield lines_naming(chunk.lines, chunk.data, ids)
-                if sups is not None:
-                    sups += superseding_lines(chunk.data)
-                    if len(sups) > _KEEP_SUPERSEDING:
-                        sups = None  # a file of superseders: read them again if asked
-
+        lines = (lines_naming(c.lines, c.data, ids) for c in _chunks_outside(path, skip))
         # One call over every chunk: its set of the ids' bytes is made once.
-        relevant_index(itertools.chain.from_iterable(lines()), ids, into=index, source=str(path))
-        kept[0] = sups
+        relevant_index(itertools.chain.from_iterable(lines), ids, into=index, source=str(path))
         return index
 
     return read
-
-
-_KEEP_SUPERSEDING = 50_000
-"""At most this many lines that may supersede are kept between the two asks of a merge."""
 
 
 def _chunks_outside(path: Path, skip: list[tuple[int, int]]) -> Iterator[Chunk]:
