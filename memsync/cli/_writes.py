@@ -41,6 +41,8 @@ def _own_keys_if_key_like(args: argparse.Namespace) -> tuple[str, ...]:
 def cmd_add(args: argparse.Namespace) -> int:
     require_memory_target(args.file)  # never JSON appended to notes.txt (issue 24, item 6)
     mem = Memory.open(args.file, refused=_own_keys_if_key_like(args))
+    if args.supersedes is not None:  # not a write that replaces nothing (rule 10)
+        mem.check_supersession(args.supersedes, args.source)
     entry = mem.add_record(
         args.kind,
         args.text,

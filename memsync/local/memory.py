@@ -318,17 +318,31 @@ class Memory:
     ) -> Entry:
         """`supersede` given `old`, the current version of `old_id` (`Index.current`, rules
         8 and 9) with its line, from the caller's view (a server's, issue 20): no scan."""
-        if old is not None and not old.deleted and old.user and fields.get("source") != "user":
-            raise UsageError(
-                f"{self.path}: entry {shown(old_id)} is what the person said (source "
-                '"user"), and an inferred entry cannot supersede it (SEMANTICS rule 10); '
-                'give source "user" if the person said the correction'
-            )
+        self._refuse_void_supersession(old, old_id, fields.get("source"))
         if kind is None:
             if old is None or old.deleted:
                 raise UnknownId(str(self.path), old_id, live=True)
             kind = str(old.fields()["kind"])
         return self.add(kind, text, supersedes=old_id, now=now, **fields)
+
+    def check_supersession(self, old_id: str, source: str | None) -> None:
+        """Raise UsageError when an entry of `source` superseding `old_id` would replace
+        nothing (rule 10: `old_id`'s current version is the person's, the new entry is
+        not): `memsync add --supersedes` asks before it writes, as `supersede` does. One
+        scan of the lines that name `old_id`."""
+        if source != "user" and self.path.exists():
+            self._refuse_void_supersession(self._current(old_id), old_id, source)
+
+    def _refuse_void_supersession(self, old: Record | None, old_id: str, source: Any) -> None:
+        """Raise UsageError when `old` (the current version of `old_id`) is the person's
+        and the superseding entry is not: rule 10 would ignore its `supersedes`, so the
+        write would replace nothing (issue 24, item 9)."""
+        if old is not None and not old.deleted and old.user and source != "user":
+            raise UsageError(
+                f"{self.path}: entry {shown(old_id)} is what the person said (source "
+                '"user"), and an inferred entry cannot supersede it (SEMANTICS rule 10); '
+                'give source "user" if the person said the correction'
+            )
 
     def forget(self, rid: str, *, now: int | datetime | None = None) -> Tombstone:
         """Append a tombstone for `rid` (rule 8); later than every record of `rid` here.

@@ -575,3 +575,33 @@ def test_prompt_packs_what_fits_past_an_entry_too_long(
         "# Memory\n## Lessons\n- lesson 0\n- lesson 1\n- lesson 2\n"
         "(1 entry too long for the budget left out)\n"
     )
+
+
+def test_add_supersedes_of_the_persons_entry_needs_their_word(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`add --supersedes ID` of an entry the person said, by an agent (no `--source
+    user`), would replace nothing (rule 10 ignores it): refused before anything is
+    written, as the MCP server's `supersede` is; with `--source user`, or of an agent's
+    own entry, it is written and the old entry leaves the view."""
+    path = tmp_path / "me.jsonl"
+    assert (
+        main(["add", str(path), "--kind", "preference", "--text", "Tabs.", "--source", "user"]) == 0
+    )
+    said = capsys.readouterr().out.strip()
+    size = path.stat().st_size
+    agent = ["add", str(path), "--kind", "preference", "--text", "Spaces.", "--supersedes", said]
+    assert main(agent) == 2
+    err = capsys.readouterr().err
+    assert "person said" in err
+    assert err.count("\n") == 1
+    assert path.stat().st_size == size  # nothing written
+    assert main([*agent, "--source", "user"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(path), "--json"]) == 0
+    assert [r["text"] for r in json.loads(capsys.readouterr().out)] == ["Spaces."]
+    assert main(["add", str(path), "--kind", "fact", "--text", "Guess."]) == 0
+    guess = capsys.readouterr().out.strip()
+    assert (
+        main(["add", str(path), "--kind", "fact", "--text", "Better.", "--supersedes", guess]) == 0
+    )
