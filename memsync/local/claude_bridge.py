@@ -164,6 +164,9 @@ class _State:
 
     ours: dict[str, dict[str, str]] = field(default_factory=dict)
     theirs: dict[str, dict[str, str]] = field(default_factory=dict)
+    unreadable: set[str] = field(default_factory=set)
+    """This sync's files that are not UTF-8 (not saved): read by nobody, so neither taken
+    in, nor written over, nor deleted; the others are synced all the same."""
 
     @classmethod
     def load(cls, path: Path) -> _State:
@@ -270,7 +273,12 @@ def _ingest(
         present = sorted(p for p in folder.glob("*.md") if p.name != "MEMORY.md" and p.is_file())
         names = {p.name for p in present}
         for p in present:
-            text = _read(p)
+            try:
+                text = _read(p)
+            except MemsyncError as exc:  # one file memsync cannot read: not the others
+                known.unreadable.add(p.name)
+                out.notes.append(f"{exc}: left as it is")
+                continue
             if OURS.match(p.name):
                 mine = known.ours.get(p.name)
                 if mine is None or _digest(text) == mine["sha"]:
@@ -363,13 +371,15 @@ def _render(
         out.notes.append(f"{len(block.withheld)} entries withheld: they look like secrets")
     wanted = {file_name(e.id): (e.id, memory_file(e)) for e in block.entries}
     for name, (rid, body) in wanted.items():
+        if name in known.unreadable:
+            continue  # an edit memsync cannot read is not written over
         path = folder / name
         current = read_bridged(path)
         data = body.encode("utf-8")
         if current.data != data and replace_if_unchanged(current, data):
             out.written = True
         known.ours[name] = {"id": rid, "sha": _digest(body)}
-    for name in [n for n in known.ours if n not in wanted]:
+    for name in [n for n in known.ours if n not in wanted and n not in known.unreadable]:
         path = folder / name
         if path.is_file() and _digest(_read(path)) == known.ours[name]["sha"]:
             path.unlink()
@@ -397,6 +407,8 @@ def _forget_claudes(folder: Path, known: _State, alive: set[str], out: BridgeRes
             t["alive"] = "1"
             continue
         path = folder / name
+        if name in known.unreadable:
+            continue
         if t.get("alive") and path.is_file() and _digest(_read(path)) == t["sha"]:
             path.unlink()
             del known.theirs[name]
