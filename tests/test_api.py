@@ -183,9 +183,7 @@ def test_import_memsync_leaves_typing_extensions_to_whoever_needs_it() -> None:
         'print(e.id, type(classify(b\'{"id": "a", "kind": "fact", "text": "x", '
         '"created_at": "2026-01-01T00:00:00Z"}\')).__name__)\n'
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["a", "Record"]
+    assert _fresh_python(code) == ["a", "Record"]
 
 
 def test_import_memsync_from_a_second_thread_leaves_typing_extensions_alone() -> None:
@@ -201,6 +199,11 @@ def test_import_memsync_from_a_second_thread_leaves_typing_extensions_alone() ->
         "t.join()\n"
         "print('typing_extensions' in sys.modules)\n"
     )
+    assert _fresh_python(code) == ["True"]
+
+
+def _fresh_python(code: str) -> list[str]:
+    """The words `code` prints, run by a fresh interpreter (which must succeed)."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True"]
+    return out.stdout.split()
