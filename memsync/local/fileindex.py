@@ -17,7 +17,7 @@ import itertools
 import os
 import sqlite3
 import struct
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -35,18 +35,29 @@ from memsync.core.scan import (
     superseding_starts,
 )
 from memsync.core.view import Index
+from memsync.errors import LockTimeout
 from memsync.local.fileidentity import TAIL_BYTES, tail_hash
+from memsync.local.lock import held
 from memsync.local.sqlitedb import connect
-from memsync.local.storage import Chunk, read_chunks, read_tail
+from memsync.local.storage import (
+    Chunk,
+    errors_named,
+    open_for_reading,
+    read_chunks_fd,
+    read_tail,
+)
 
 __all__ = [
+    "BUILD_WAIT",
     "TAIL_BYTES",
     "Cursor",
     "DigestStore",
     "FileIndex",
+    "build_lock",
     "cursor_at",
     "cursor_valid",
     "tail_hash",
+    "wait_for_build",
 ]
 
 
@@ -93,6 +104,30 @@ def _split_digest(digest: int) -> tuple[int, int]:
 
 def _join_digest(h1: int, h2: int) -> int:
     return ((h1 & _MASK64) << 64) | (h2 & _MASK64)
+
+
+BUILD_WAIT = 600.0
+"""How long opening an index waits for a builder of it (`memsync.local.indexbuild`: a
+million lines take about 7 s) before giving up."""
+
+
+def build_lock(db_path: Path) -> Path:
+    """The lock a builder of index `db_path` holds while it runs (`StateDir.merge_index_build`)."""
+    return db_path.with_suffix(".build")
+
+
+def wait_for_build(db_path: Path, timeout: float = BUILD_WAIT) -> None:
+    """Wait until no builder holds index `db_path` (none ever ran: no lock file, no wait).
+
+    Raises:
+        LockTimeout: a builder held it for longer than `timeout` seconds.
+    """
+    lock = build_lock(db_path)
+    if not lock.exists():
+        return
+    busy = lambda: LockTimeout(f"{db_path}: still being built (waited {timeout:g} s)")
+    with held(lock, timeout, busy):
+        pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +184,9 @@ class FileIndex(_Store):
     Call `refresh()` (under the file's lock when writing) before asking it anything.
     """
 
-    def __init__(self, path: Path, db_path: Path) -> None:
+    def __init__(self, path: Path, db_path: Path, *, building: bool = False) -> None:
+        if not building:
+            wait_for_build(db_path)
         super().__init__(db_path)
         self.path = path
         self.db_path = db_path
@@ -192,10 +229,15 @@ class FileIndex(_Store):
             return size
         return max(0, size - meta.offset)
 
-    def refresh(self, stop: int | None = None) -> int:
+    def refresh(self, stop: int | None = None, then: Callable[[], None] | None = None) -> int:
         """Catch up with the file: index the lines appended since the last refresh (those
         that end by byte `stop`, if given), or everything again if the file was replaced
-        or rewritten. Return the bytes read."""
+        or rewritten; `then()` runs in the same transaction (`indexbuild` sets the
+        sources' cursors there). Return the bytes read.
+
+        The file's inode and tail hash are taken from the descriptor the lines were read
+        from: a file replaced meanwhile leaves an index of the old inode, which the next
+        refresh finds stale, never one that pairs the old lines with the new inode."""
         meta = self._meta()
         if not self.path.exists():
             self._reset()
@@ -205,26 +247,35 @@ class FileIndex(_Store):
             meta = Cursor(os.stat(self.path).st_ino, 0, 1, b"")
         offset, line = meta.offset, meta.line
         read = 0
-        # In bulk (sorted inserts, and the id index made once at the end) when the lines to
-        # read outnumber, by their bytes, those indexed already: a first build, or a merge
-        # of partitions that brings the index up to date once (`merge_indexed`).
-        end = os.stat(self.path).st_size if stop is None else stop
-        bulk = end - offset > offset
-        self._db.execute("BEGIN")
+        fd = open_for_reading(self.path)
         try:
-            if bulk:
-                self._db.execute("DROP INDEX IF EXISTS recs_id")
-            for chunk in read_chunks(self.path, offset, line, stop=stop):
-                self._add_chunk(chunk, sort=bulk)
-                read += chunk.end - chunk.start
-                offset, line = chunk.end, chunk.first_line + len(chunk.lines)
-            if bulk:
-                self._db.execute(_RECS_INDEX)
-            self._set_meta(cursor_at(self.path, offset, line))
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+            # In bulk (sorted inserts, and the id index made once at the end) when the lines
+            # to read outnumber, by their bytes, those indexed already: a first build, or
+            # a merge of partitions that brings the index up to date once.
+            end = os.fstat(fd).st_size if stop is None else stop
+            bulk = end - offset > offset
+            self._db.execute("BEGIN")
+            try:
+                if bulk:
+                    self._db.execute("DROP INDEX IF EXISTS recs_id")
+                with errors_named(self.path):
+                    for chunk in read_chunks_fd(fd, offset, line, stop):
+                        self._add_chunk(chunk, sort=bulk)
+                        read += chunk.end - chunk.start
+                        offset, line = chunk.end, chunk.first_line + len(chunk.lines)
+                    tail = os.pread(fd, min(offset, TAIL_BYTES), offset - min(offset, TAIL_BYTES))
+                    ino = os.fstat(fd).st_ino
+                if bulk:
+                    self._db.execute(_RECS_INDEX)
+                self._set_meta(Cursor(ino, offset, line, tail_hash(tail)))
+                if then is not None:
+                    then()
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        finally:
+            os.close(fd)
         self.bytes_read += read
         return read
 

@@ -39,7 +39,7 @@ from memsync.local.destination import (
 from memsync.local.drain import recover_all
 from memsync.local.fileindex import Cursor, FileIndex, cursor_at, cursor_valid
 from memsync.local.fresh import now_us
-from memsync.local.indexbuild import Build
+from memsync.local.indexbuild import start_build
 from memsync.local.lock import DEFAULT_TIMEOUT, file_lock
 from memsync.local.progress import Progress
 from memsync.local.statedir import StateDir
@@ -317,11 +317,11 @@ def merge_indexed(
     end, in bulk; smaller ones as `merge_chunks` merges them.
 
     A cold index (never built, stale, or to take in more than it holds and `COLD_BYTES`:
-    a merge into an empty file) is not built before the merge: the merge streams the
-    destination as `merge_files` does (`Appending`) while a second process builds the
-    index of the file as it was (`indexbuild.Build`), and the index then reads only what
-    the merge appended. The file's lock is held throughout, as for a warm merge; the
-    result is the same.
+    a merge into an empty file) is not brought up to date first: the merge streams the
+    destination as `merge_files` does (`Appending`), so that it costs what `--no-index`
+    costs, and a second process builds the index of the file as the merge left it, with
+    the sources' cursors and the held records (`indexbuild.start_build`), after this call
+    returns; whoever opens the index next waits for it. The result is a warm merge's.
     """
     recover_all([dest, *sources])  # lines a killed compaction left aside (rule 16)
     at = now_us() if now is None else now
@@ -335,11 +335,10 @@ def merge_indexed(
             # Cold: what the index must take in (the file's unindexed bytes, and at most
             # the sources' unread ones appended) outweighs what it holds.
             if not dry_run and behind + unread > max(COLD_BYTES, index.offset):
-                result = _merge_cold(index, chunks, at, max_future, unread, progress, by_id)
-            else:
-                result = _merge_locked(
-                    index, chunks, at, max_future, dry_run, unread, progress, by_id=by_id
-                )
+                return _merge_cold(index, chunks, ends, at, max_future, unread, progress, by_id)
+            result = _merge_locked(
+                index, chunks, at, max_future, dry_run, unread, progress, by_id=by_id
+            )
         if not dry_run:
             for key, cursor in ends.items():
                 index.set_cursor(key, cursor)
@@ -355,6 +354,7 @@ process would take."""
 def _merge_cold(
     index: FileIndex,
     chunks: Iterable[SourceLines],
+    ends: dict[str, Cursor],
     at: int,
     max_future: int,
     total_bytes: int,
@@ -362,23 +362,17 @@ def _merge_cold(
     by_id: bool,
 ) -> MergeResult:
     """`merge_indexed`'s merge into the file of a cold `index`, under the file's lock:
-    streamed as `merge_files` streams it (the held records offered again), while
-    `indexbuild.Build` indexes the file as it was; then the index catches up with what
-    the merge appended (or, if the build failed, with the whole file) and keeps the
-    records this merge held."""
-    build = Build(index.path, index.db_path, file_size(index.path)) if index.path.exists() else None
+    streamed as `merge_files` streams it (the held records offered again); then the
+    builder is started (`ends`: the sources' cursors, filled as `chunks` are read)."""
     dest = Appending(index.path, at=at, max_future=max_future)
     held: list[SourceLines] = [(s, n, [raw]) for s, n, raw in index.held()]
-    try:
-        result = _merge(dest, itertools.chain(held, chunks), total_bytes, progress, by_id=by_id)
-    except BaseException:
-        if build is not None:
-            build.stop()
-        raise
-    if build is not None:
-        build.wait()  # failed or not, `refresh` reads what the index lacks
-    index.refresh()
-    index.set_held(dest.held)
+    result = _merge(dest, itertools.chain(held, chunks), total_bytes, progress, by_id=by_id)
+    if index.path.exists():
+        start_build(index, file_size(index.path), ends, dest.held)
+    else:  # nothing to index (nothing was appended to a missing file): no second process
+        index.set_held(dest.held)
+        for key, cursor in ends.items():
+            index.set_cursor(key, cursor)
     return result
 
 

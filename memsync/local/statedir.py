@@ -157,6 +157,11 @@ class StateDir(msgspec.Struct, frozen=True):
         key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(dest)))
         return self._under("index", f"{dest.name[:40]}-{key}.sqlite")
 
+    def merge_index_build(self, dest: Path) -> Path:
+        """The lock a builder of `dest`'s merge index holds while it runs
+        (`memsync.local.indexbuild`; `fileindex.build_lock` of `merge_index(dest)`)."""
+        return self.merge_index(dest).with_suffix(".build")
+
     def recall_index(self, path: Path) -> Path:
         """The full-text index of memory file `path` (`memsync.local.fulltext`)."""
         key = _sha256(str(path.resolve()).encode()).hexdigest()[:16]

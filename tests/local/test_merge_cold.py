@@ -1,14 +1,18 @@
 """A cold indexed merge (memsync.local.merge.merge_indexed past `COLD_BYTES`) streams its
-destination while a second process builds the index (memsync.local.indexbuild): the
-bytes it appends and its report must be a warm merge's, and the index it leaves must be
-current and trusted by the next merge, even if the builder is killed at any instant."""
+destination, then a second process builds the index (memsync.local.indexbuild): the
+bytes it appends and its report must be a warm merge's, the index the builder leaves
+must be current (cursors and held records included), whoever opens it meanwhile waits,
+and a builder killed at any instant leaves an index the next refresh can trust."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -18,9 +22,9 @@ import memsync.local.batching
 import memsync.local.merge
 from memsync.core.scan import line_digest
 from memsync.core.timestamps import SECOND, format_ts
-from memsync.local.fileindex import FileIndex
+from memsync.local.fileindex import Cursor, FileIndex, build_lock
 from memsync.local.fresh import header_line
-from memsync.local.indexbuild import Build
+from memsync.local.indexbuild import start_build
 from memsync.local.merge import MergeResult, merge_indexed
 from memsync.local.statedir import StateDir
 
@@ -91,6 +95,19 @@ def test_a_cold_merge_appends_the_bytes_of_a_warm_one(
     assert first_cold.appended > 0
     assert _report(first_cold) == _report(first_warm)
     assert _bytes(cold) == _bytes(warm)
+    # Opened, the index waits for its builder: then it holds the whole file, the source's
+    # cursor and the held records, as the warm merge's index does.
+    with (
+        FileIndex(cold, StateDir(tmp_path / "state-cold").merge_index(cold)) as built,
+        FileIndex(warm, StateDir(tmp_path / "state-warm").merge_index(warm)) as kept,
+    ):
+        assert built.refresh() == 0
+        assert build_lock(built.db_path) == StateDir(tmp_path / "state-cold").merge_index_build(
+            cold
+        )
+        assert build_lock(built.db_path).exists()
+        assert built.held() == kept.held()
+        assert built.cursor(os.path.realpath(src)) == kept.cursor(os.path.realpath(src))
     with src.open("ab") as f:
         f.write(b"".join(line + b"\n" for line in _lines(3, 100)))
     second_cold = _merge(monkeypatch, cold, src, tmp_path / "state-cold", BASE, cold=True)
@@ -105,30 +122,50 @@ def test_a_cold_merge_appends_the_bytes_of_a_warm_one(
     assert merge_indexed(cold, [src], StateDir(tmp_path / "state-cold"), now=BASE).appended == 0
 
 
-def test_the_builder_indexes_the_file_up_to_its_stop(tmp_path: Path) -> None:
+def test_the_builder_indexes_the_file_up_to_its_stop_with_cursors_and_held(
+    tmp_path: Path,
+) -> None:
     lines = _lines(4, 300)
     path = _file(tmp_path / "m.jsonl", lines)
     stop = len(header_line(BASE)) + sum(len(line) + 1 for line in lines[:200])
     db = tmp_path / "index.sqlite"
-    assert Build(path, db, stop).wait()
+    cursor = Cursor(7, 1234, 56, b"tail")
     with FileIndex(path, db) as index:
+        assert start_build(index, stop, {"/src": cursor}, [("/src", 9, b'{"id": "x"}')])
+    with FileIndex(path, db) as index:  # once the builder is done
         assert index.offset == stop
+        assert index.cursor("/src") == cursor
+        assert index.held() == [("/src", 9, b'{"id": "x"}')]
         assert index.refresh() == path.stat().st_size - stop  # the rest, not all again
         assert set(index.digests()) == set(map(line_digest, path.read_bytes().splitlines()))
+
+
+def test_opening_an_index_waits_for_its_builder(tmp_path: Path) -> None:
+    path = _file(tmp_path / "m.jsonl", _lines(5, 20_000))
+    db = tmp_path / "index.sqlite"
+    with FileIndex(path, db) as index:
+        builder = start_build(index, path.stat().st_size, {}, [])
+    assert builder is not None
+    with FileIndex(path, db) as index:
+        assert index.offset == path.stat().st_size  # built before it could be opened
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.3, 1.0])
 def test_a_builder_killed_at_any_instant_leaves_an_index_refresh_can_trust(
     tmp_path: Path, delay: float
 ) -> None:
-    """Killed before its commit, the build is rolled back; after it, it is whole: either
-    way `refresh` brings the index to exactly the file's lines."""
+    """Killed before its commit, the build is rolled back, cursors unmoved; after it, it
+    is whole: either way `refresh` brings the index to exactly the file's lines."""
     path = _file(tmp_path / "m.jsonl", _lines(5, 20_000))
     db = tmp_path / "index.sqlite"
-    build = Build(path, db, path.stat().st_size)
-    time.sleep(delay)
-    build.stop()
     with FileIndex(path, db) as index:
+        builder = start_build(index, path.stat().st_size, {"/src": Cursor(1, 2, 3, b"")}, [])
+    assert builder is not None
+    time.sleep(delay)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(builder, signal.SIGKILL)
+    with FileIndex(path, db) as index:  # once the killed builder's lock is released
         assert index.offset in (0, path.stat().st_size)
+        assert (index.cursor("/src") is None) == (index.offset == 0)
         index.refresh()
         assert set(index.digests()) == set(map(line_digest, path.read_bytes().splitlines()))
