@@ -166,7 +166,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         convergence_rows,
     )
     from memsync.config.wiring import state_of
-    from memsync.daemon.status import compaction_line, daemon_running, evaluate, read_status
+    from memsync.daemon.status import (
+        bridge_line,
+        compaction_line,
+        daemon_running,
+        evaluate,
+        read_status,
+    )
     from memsync.daemon.status import to_json as status_json
 
     config, _ = _daemon_config(args.config)
@@ -214,6 +220,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         for mname, mem in status.memories.items():
             if (line := compaction_line(mname, mem, now)) is not None:
                 print(line)
+        for path, bridge in status.bridges.items():
+            print(bridge_line(path, bridge))
     for line in convergence_lines(rows):
         print(line)
     for problem in verdict.problems:

@@ -77,12 +77,14 @@ class Bridges:
         file of Claude's) or of a bridged file's name (`.cursorrules` has no suffix)."""
         return path.endswith((".md", ".mdc")) or Path(path).name in self._names
 
-    def sync(self, memory: str) -> None:
+    def sync(self, memory: str) -> dict[str, tuple[str | None, list[str]]]:
         """Sync every bridge of `memory` once, logging what each did (a refusal once
-        until its reason changes)."""
+        until its reason changes). By bridged path, why each was refused (None: it was
+        not) and its notes: for the daemon's status."""
         mem = self.config.memory_named(memory)
         if mem is None:
-            return
+            return {}
+        done: dict[str, tuple[str | None, list[str]]] = {}
         for b in self.config.bridge:
             if b.memory != memory:
                 continue
@@ -93,7 +95,9 @@ class Bridges:
                 )
             except OSError as exc:
                 self._report(key, f"bridge {b.path}: {exc}")
+                done[key] = (str(exc), [])
                 continue
+            done[key] = (result.refused, list(result.notes))
             if result.refused is not None:
                 self._report(key, f"bridge {b.path}: refused: {result.refused}")
                 continue
@@ -107,6 +111,7 @@ class Bridges:
                 )
             for note in result.notes:
                 logger.info("bridge %s: %s", b.path, note)
+        return done
 
     def _report(self, key: str, message: str) -> None:
         if self._reported.get(key) != message:

@@ -177,6 +177,7 @@ class Daemon:
                 m.name: (m.path, [rc.name for rc in cfg.memory_remotes(m)]) for m in cfg.memory
             },
             before=self._status or read_status(self.state),
+            bridges={str(b.path): (b.memory, b.format) for b in cfg.bridge},
         )
         for mem in cfg.memory:
             Memory.open(mem.path)  # created 0600 with a header when missing
@@ -253,7 +254,7 @@ class Daemon:
             elif remote == _COMPACT:
                 self._compact(memory)
             elif remote == BRIDGES:
-                self._bridges.sync(memory)
+                self._note_bridges(self._bridges.sync(memory))
             else:
                 self._sync(memory, remote, stopped)
         except Exception:  # a bug must not stop the daemon; it is logged with its traceback
@@ -370,6 +371,17 @@ class Daemon:
         with self._state_lock:
             assert self._status is not None
             update(self._status.memories[memory])
+            self._write_status()
+
+    def _note_bridges(self, done: dict[str, tuple[str | None, list[str]]]) -> None:
+        """Record each bridge's sync (`Bridges.sync`) in the status and write it."""
+        now = now_us()
+        with self._state_lock:
+            assert self._status is not None
+            for path, (refused, notes) in done.items():
+                bridge = self._status.bridges.get(path)
+                if bridge is not None:
+                    bridge.last_sync, bridge.refused, bridge.notes = now, refused, notes
             self._write_status()
 
     def _codec(self, memory: str, remote: str) -> Codec:

@@ -32,10 +32,12 @@ if TYPE_CHECKING:
 __all__ = [
     "FAILING_TOO_LONG",
     "STALE_AFTER",
+    "BridgeStatus",
     "DaemonStatus",
     "MemoryStatus",
     "RemoteStatus",
     "Verdict",
+    "bridge_line",
     "compaction_line",
     "daemon_running",
     "evaluate",
@@ -194,6 +196,19 @@ class MemoryStatus(_Model):
         return since is not None and now - since >= bound_seconds * SECOND
 
 
+class BridgeStatus(_Model):
+    """A bridge's last sync by the daemon (issue 22): when, and why it was refused (a
+    Claude folder not found, a `MEMORY.md` that is not UTF-8...), which a person must fix:
+    `memsync status` counts it a problem at once."""
+
+    memory: str
+    format: str
+    last_sync: int | None = None
+    refused: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    """What the last sync had to say (a file left as it is, entries left out)."""
+
+
 class DaemonStatus(_Model):
     """The whole document."""
 
@@ -209,6 +224,8 @@ class DaemonStatus(_Model):
     updated_at: int
     config: str
     memories: dict[str, MemoryStatus] = Field(default_factory=dict)
+    bridges: dict[str, BridgeStatus] = Field(default_factory=dict)
+    """By bridged path (a file, or a project of Claude's auto memory)."""
 
 
 def starting_status(
@@ -221,6 +238,7 @@ def starting_status(
     retired: list[str],
     memories: Mapping[str, tuple[Path, Sequence[str]]],
     before: DaemonStatus | None,
+    bridges: Mapping[str, tuple[str, str]] | None = None,
 ) -> DaemonStatus:
     """The status of a daemon (re)starting: each memory (its path, its remotes' names),
     with compaction's record carried over from `before`, the last status: else a daemon
@@ -241,6 +259,8 @@ def starting_status(
         if before is not None and (old := before.memories.get(name)) is not None:
             ms.carry_compaction(old)
         ms.remotes.update((remote, RemoteStatus()) for remote in remotes)
+    for bridged, (memory, fmt) in (bridges or {}).items():
+        status.bridges[bridged] = BridgeStatus(memory=memory, format=fmt)
     return status
 
 
@@ -325,6 +345,9 @@ def evaluate(status: DaemonStatus | None, running_pid: int | None, now: int) -> 
                     )
                 problems += _replica_problems(status, mname, rname, remote, now)
                 problems += _withheld_problems(mname, rname, remote, now)
+        for path, bridge in status.bridges.items():
+            if bridge.refused is not None:
+                problems.append(f"bridge {path}: refused: {bridge.refused}")
     return Verdict(running_pid is not None, stale, problems)
 
 
@@ -385,6 +408,15 @@ def compaction_line(mname: str, mem: MemoryStatus, now: int) -> str | None:
     elif mem.last_compaction_note is not None:
         line += f" ({mem.last_compaction_note})"
     return line
+
+
+def bridge_line(path: str, bridge: BridgeStatus) -> str:
+    """What `memsync status` says of a bridge: its last sync and how it went."""
+    last = "never" if bridge.last_sync is None else format_ts(bridge.last_sync)
+    state = "ok" if bridge.refused is None else f"REFUSED: {bridge.refused}"
+    if bridge.notes:
+        state += f"; {'; '.join(bridge.notes)}"
+    return f"bridge {path} ({bridge.format}, memory {bridge.memory}): last sync {last}, {state}"
 
 
 def _replica_problems(
