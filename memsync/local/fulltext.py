@@ -333,7 +333,7 @@ def _text_index(path: Path, db_path: Path) -> TextIndex:
             try:
                 found = _INDEXES[(path, db_path)] = TextIndex(path, db_path)
             except (OSError, sqlite3.Error) as exc:
-                raise _IndexUnusable(f"{db_path}: {exc}") from exc
+                raise _unusable(db_path, exc) from exc
         return found
 
 
@@ -343,7 +343,15 @@ def _refresh(fts: TextIndex) -> None:
     try:
         fts.refresh()
     except (OSError, sqlite3.Error) as exc:
-        raise _IndexUnusable(f"{fts.db_path}: {exc}") from exc
+        raise _unusable(fts.db_path, exc) from exc
+
+
+def _unusable(db_path: Path, exc: OSError | sqlite3.Error) -> _IndexUnusable:
+    """Why the index at `db_path` cannot be used, as the command line says an OSError
+    ("<file>: no space left on device")."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return _IndexUnusable(f"{exc.filename or db_path}: {exc.strerror.lower()}")
+    return _IndexUnusable(f"{db_path}: {exc}")
 
 
 def _scan_instead(

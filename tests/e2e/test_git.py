@@ -120,7 +120,9 @@ def _diverge(env: Env, a: Path, b: Path, round_: int) -> list[dict[str, Any]]:
     first = env.view(a)
     env.add(a, f"A learned thing {round_}.")
     env.memsync(a, "forget", MEMORY, first[0]["id"])
-    env.add(a, f"Deploys happen on Tuesdays ({round_}).", "--supersedes", first[-1]["id"])
+    # The last entry an agent wrote: one the person said takes their word (rule 10).
+    agents = [e for e in first if e["source"] != "user"]
+    env.add(a, f"Deploys happen on Tuesdays ({round_}).", "--supersedes", agents[-1]["id"])
     env.commit(a, f"a, round {round_}")
     env.git(a, "push", "-q", "origin", "main")
     env.add(b, f"B learned thing {round_}.", "--source", "user")
