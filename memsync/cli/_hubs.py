@@ -166,13 +166,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         convergence_rows,
     )
     from memsync.config.wiring import state_of
-    from memsync.daemon.status import (
-        bridge_line,
-        compaction_line,
-        daemon_running,
-        evaluate,
-        read_status,
-    )
+    from memsync.daemon.bridge_status import bridge_line
+    from memsync.daemon.status import compaction_line, daemon_running, evaluate, read_status
     from memsync.daemon.status import to_json as status_json
 
     config, _ = _daemon_config(args.config)

@@ -36,7 +36,6 @@ from memsync.daemon._watch import watch_jsonl
 from memsync.daemon._worker import Requests, Worker, stop_workers
 from memsync.daemon.status import (
     DaemonStatus,
-    MemoryStatus,
     RemoteStatus,
     read_status,
     starting_status,
@@ -254,7 +253,8 @@ class Daemon:
             elif remote == _COMPACT:
                 self._compact(memory)
             elif remote == BRIDGES:
-                self._note_bridges(self._bridges.sync(memory))
+                done = self._bridges.sync(memory)
+                self._noted(lambda status: status.note_bridges(done, now_us()))
             else:
                 self._sync(memory, remote, stopped)
         except Exception:  # a bug must not stop the daemon; it is logged with its traceback
@@ -358,30 +358,19 @@ class Daemon:
             forced=forced,
             postponements=postponements,
         )
-        self._note_compaction(memory, outcome.note)
+        self._noted(lambda status: outcome.note(status.memories[memory]))
         if outcome.postponed:
             self._retry_compaction(memory)
         if outcome.done:
             for rc in self.config.memory_remotes(mem):
                 self.request(memory, rc.name)
 
-    def _note_compaction(self, memory: str, update: Callable[[MemoryStatus], None]) -> None:
-        """Apply `update` to the memory's status and write it (under `_state_lock`: the
-        compaction worker is not the only writer)."""
+    def _noted(self, update: Callable[[DaemonStatus], None]) -> None:
+        """Apply `update` to the status and write it (under `_state_lock`: each worker
+        writes it, the compaction's and the bridges' too)."""
         with self._state_lock:
             assert self._status is not None
-            update(self._status.memories[memory])
-            self._write_status()
-
-    def _note_bridges(self, done: dict[str, tuple[str | None, list[str]]]) -> None:
-        """Record each bridge's sync (`Bridges.sync`) in the status and write it."""
-        now = now_us()
-        with self._state_lock:
-            assert self._status is not None
-            for path, (refused, notes) in done.items():
-                bridge = self._status.bridges.get(path)
-                if bridge is not None:
-                    bridge.last_sync, bridge.refused, bridge.notes = now, refused, notes
+            update(self._status)
             self._write_status()
 
     def _codec(self, memory: str, remote: str) -> Codec:

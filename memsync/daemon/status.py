@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsync.core.timestamps import SECOND, format_ts
 from memsync.core.watermarks import came_back, standing
+from memsync.daemon.bridge_status import BridgeStatus, bridge_problems
 from memsync.errors import ReplicaClash
 from memsync.local.fresh import now_us
 from memsync.local.lock import is_locked
@@ -32,12 +33,10 @@ if TYPE_CHECKING:
 __all__ = [
     "FAILING_TOO_LONG",
     "STALE_AFTER",
-    "BridgeStatus",
     "DaemonStatus",
     "MemoryStatus",
     "RemoteStatus",
     "Verdict",
-    "bridge_line",
     "compaction_line",
     "daemon_running",
     "evaluate",
@@ -196,19 +195,6 @@ class MemoryStatus(_Model):
         return since is not None and now - since >= bound_seconds * SECOND
 
 
-class BridgeStatus(_Model):
-    """A bridge's last sync by the daemon (issue 22): when, and why it was refused (a
-    Claude folder not found, a `MEMORY.md` that is not UTF-8...), which a person must fix:
-    `memsync status` counts it a problem at once."""
-
-    memory: str
-    format: str
-    last_sync: int | None = None
-    refused: str | None = None
-    notes: list[str] = Field(default_factory=list)
-    """What the last sync had to say (a file left as it is, entries left out)."""
-
-
 class DaemonStatus(_Model):
     """The whole document."""
 
@@ -226,6 +212,13 @@ class DaemonStatus(_Model):
     memories: dict[str, MemoryStatus] = Field(default_factory=dict)
     bridges: dict[str, BridgeStatus] = Field(default_factory=dict)
     """By bridged path (a file, or a project of Claude's auto memory)."""
+
+    def note_bridges(self, done: Mapping[str, tuple[str | None, list[str]]], now: int) -> None:
+        """Record the bridges' syncs (`daemon._bridges.Bridges.sync`: by bridged path, why
+        each was refused, None if it was not, and its notes)."""
+        for path, (refused, notes) in done.items():
+            if (bridge := self.bridges.get(path)) is not None:
+                bridge.last_sync, bridge.refused, bridge.notes = now, refused, notes
 
 
 def starting_status(
@@ -345,9 +338,7 @@ def evaluate(status: DaemonStatus | None, running_pid: int | None, now: int) -> 
                     )
                 problems += _replica_problems(status, mname, rname, remote, now)
                 problems += _withheld_problems(mname, rname, remote, now)
-        for path, bridge in status.bridges.items():
-            if bridge.refused is not None:
-                problems.append(f"bridge {path}: refused: {bridge.refused}")
+        problems += bridge_problems(status.bridges)
     return Verdict(running_pid is not None, stale, problems)
 
 
@@ -408,15 +399,6 @@ def compaction_line(mname: str, mem: MemoryStatus, now: int) -> str | None:
     elif mem.last_compaction_note is not None:
         line += f" ({mem.last_compaction_note})"
     return line
-
-
-def bridge_line(path: str, bridge: BridgeStatus) -> str:
-    """What `memsync status` says of a bridge: its last sync and how it went."""
-    last = "never" if bridge.last_sync is None else format_ts(bridge.last_sync)
-    state = "ok" if bridge.refused is None else f"REFUSED: {bridge.refused}"
-    if bridge.notes:
-        state += f"; {'; '.join(bridge.notes)}"
-    return f"bridge {path} ({bridge.format}, memory {bridge.memory}): last sync {last}, {state}"
 
 
 def _replica_problems(
