@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import struct
 from array import array
+from collections.abc import Iterable
 from itertools import accumulate, repeat
-from operator import add
-from typing import Any, Protocol
+from operator import add, mul
+from typing import Any, NamedTuple, Protocol
 
 import xxhash
 
@@ -80,7 +81,7 @@ class _Stored(Protocol):
     def inferred(self) -> _Slot: ...
 
 
-__all__ = ["build", "head_size", "pack", "parts"]
+__all__ = ["Part", "build", "finish", "head_size", "join", "pack", "part", "parts"]
 
 
 def _conf_bits(confidences: list[float]) -> list[int]:
@@ -139,6 +140,42 @@ def _rows(tables: list[list[str]]) -> tuple[list[str], list[list[int]]]:
     return ids, found
 
 
+class Part(NamedTuple):
+    """The quick part's columns of some of the store's rows (`part`), before the sorts
+    that `finish` makes: what two processes build of two ranges of ids (`viewranks_halves`)
+    and join (`join`)."""
+
+    blob: bytes
+    offsets: array[int]
+    rows: dict[str, array[int] | bytes]
+    """The columns with one value per row (`_PER_ROW`); `scope`: its number in `scopes`,
+    0 for a row with no live entry."""
+    scopes: list[str]
+    """The scopes of the live entries, in the order first met (user versions first, then
+    inferred ones, each table in its order)."""
+    met: list[tuple[int, int]]
+    """Where each of `scopes` was first met: (0 for a user version, 1 an inferred one,
+    its place in its table as given by `part`'s `places`)."""
+    keys: list[int]
+    expiring: list[tuple[int, int]]
+    long: list[tuple[int, int]]
+
+
+_PER_ROW = (
+    "flags",
+    "tomb_ts",
+    "tomb_at",
+    "user_ts",
+    "user_at",
+    "user_exp",
+    "inf_ts",
+    "inf_at",
+    "inf_exp",
+    "live",
+    "scope",
+)
+
+
 def build(
     tombs: _Slot,
     user: _Slot,
@@ -148,6 +185,20 @@ def build(
 ) -> tuple[list[str], list[int], list[array[int] | bytes]]:
     """The columns (`_COLUMNS`) of the store's tables, and the scopes of the entries live
     at `floor` with how many each has. Column by column, one loop per table."""
+    return finish(part(tombs, user, inferred, superseded, floor))
+
+
+def part(
+    tombs: _Slot,
+    user: _Slot,
+    inferred: _Slot,
+    superseded: dict[str, int],
+    floor: int,
+    places: tuple[Iterable[int], Iterable[int]] | None = None,
+) -> Part:
+    """`build`'s columns of the tables given (all or some of the store's ids), but for
+    the sorts. `places`: the place of each user and inferred version in its whole table
+    (default: its place in the one given), for `Part.met`."""
     sup_ids = list(superseded)
     ids, (t_rows, u_rows, i_rows, s_rows) = _rows([tombs.ids, user.ids, inferred.ids, sup_ids])
     n = len(ids)
@@ -173,20 +224,23 @@ def build(
     del t_rows, s_rows
     live, scope = bytearray(n), [0] * n
     scope_no: dict[str, int] = {}
+    met: list[tuple[int, int]] = []
     keys: list[int] = []
     expiring: list[tuple[int, int]] = []
     long: list[tuple[int, int]] = []
+    if places is None:
+        places = (range(len(u_rows)), range(len(i_rows)))
     # The entries live at `floor`, as `Index.alive` says (rules 8 to 11): a user version
     # that is current, neither superseded nor expired; an inferred one when no user one is
     # current. Each key is drop_rank as one integer: confidence, class, instant, id (the
     # rows are in the order of the ids).
-    for user_class, slot, rows, no_exp in (
-        (1, user, u_rows, _USER_NO_EXP),
-        (0, inferred, i_rows, _INFERRED_NO_EXP),
+    for user_class, slot, rows, no_exp, where in (
+        (1, user, u_rows, _USER_NO_EXP, places[0]),
+        (0, inferred, i_rows, _INFERRED_NO_EXP, places[1]),
     ):
         bits = _conf_bits(slot.confidence)
-        table = (rows, slot.ts, slot.expires, slot.at, slot.scope, bits)
-        for r, ts, exp, at, name, conf in zip(*table, strict=True):
+        table = (rows, slot.ts, slot.expires, slot.at, slot.scope, bits, where)
+        for r, ts, exp, at, name, conf, place in zip(*table, strict=True):
             f = flags[r]
             tomb = f & _TOMB
             if tomb and ts <= t_ts[r]:
@@ -201,21 +255,15 @@ def build(
                     continue
                 expiring.append((exp, r))
             live[r] = 2 - user_class
-            scope[r] = scope_no.setdefault(name, len(scope_no))
+            number = scope_no.get(name)
+            if number is None:
+                number = scope_no[name] = len(scope_no)
+                met.append((1 - user_class, place))
+            scope[r] = number
             keys.append(((conf << 1 | user_class) << 64 | ts + _TS_OFFSET) << 32 | r)
             if (length := at & _LENGTH_MASK) > LONG_LINE:
                 long.append((-length, r))
-    keys.sort(reverse=True)
-    r_row = array("I", [k & 0xFFFFFFFF for k in keys])
-    del keys
-    counts = [0] * len(scope_no)
-    for r in r_row:
-        counts[scope[r]] += 1
-    expiring.sort()
-    long.sort()
-    columns: dict[str, array[int] | bytes] = {
-        "offsets": offsets,
-        "blob": blob,
+    per_row: dict[str, array[int] | bytes] = {
         "flags": bytes(flags),
         "tomb_ts": array("q", t_ts),
         "tomb_at": array("Q", t_at),
@@ -227,12 +275,65 @@ def build(
         "inf_exp": array("q", i_exp),
         "live": bytes(live),
         "scope": array("I", scope),
+    }
+    return Part(blob, offsets, per_row, list(scope_no), met, keys, expiring, long)
+
+
+def finish(done: Part) -> tuple[list[str], list[int], list[array[int] | bytes]]:
+    """`build`'s answer from the `Part` of all the store's ids: the live entries sorted in
+    drop order, the expiring ones by instant, the long ones longest first."""
+    keys, scope = done.keys, done.rows["scope"]
+    keys.sort(reverse=True)
+    r_row = array("I", [k & 0xFFFFFFFF for k in keys])
+    del keys[:]
+    counts = [0] * len(done.scopes)
+    for r in r_row:
+        counts[scope[r]] += 1
+    expiring, long = sorted(done.expiring), sorted(done.long)
+    columns: dict[str, array[int] | bytes] = {
+        **done.rows,
+        "offsets": done.offsets,
+        "blob": done.blob,
         "r_row": r_row,
         "e_exp": array("q", [e for e, _ in expiring]),
         "e_row": array("I", [r for _, r in expiring]),
         "l_row": array("I", [r for _, r in long]),
     }
-    return list(scope_no), counts, [columns[name] for name, _ in _COLUMNS]
+    return done.scopes, counts, [columns[name] for name, _ in _COLUMNS]
+
+
+def join(low: Part, high: Part) -> Part:
+    """The `Part` of the ids of `low` and `high` together, when every id of `low` sorts
+    before every id of `high`: its rows then theirs, the scopes numbered in the order
+    first met in either (`Part.met`)."""
+    n = len(low.offsets) - 1
+    first = dict(zip(low.scopes, low.met, strict=True))
+    for name, place in zip(high.scopes, high.met, strict=True):
+        first[name] = min(first.get(name, place), place)
+    scopes = sorted(first, key=first.__getitem__)
+    number = {name: i for i, name in enumerate(scopes)}
+    rows: dict[str, array[int] | bytes] = {}
+    for name in _PER_ROW[:-1]:  # (all but `scope`)
+        a, b = low.rows[name], high.rows[name]
+        rows[name] = a + b  # type: ignore[operator]  # (bytes with bytes, arrays alike)
+    # The scope numbers of each half in the joined order; 0 stays 0 where no entry is live.
+    scope = array("I")
+    for half in (low, high):
+        renumber = [number[name] for name in half.scopes] or [0]
+        lives = map(bool, half.rows["live"])
+        scope += array("I", map(mul, map(renumber.__getitem__, half.rows["scope"]), lives))
+    rows["scope"] = scope
+    shift = repeat(n)
+    return Part(
+        low.blob + high.blob,
+        low.offsets + array("Q", map(add, high.offsets[1:], repeat(len(low.blob)))),
+        rows,
+        scopes,
+        [first[name] for name in scopes],
+        low.keys + list(map(add, high.keys, shift)),
+        low.expiring + [(e, r + n) for e, r in high.expiring],
+        low.long + [(length, r + n) for length, r in high.long],
+    )
 
 
 _TS_OFFSET = 1 << 63
@@ -269,7 +370,10 @@ def pack(
 def parts(stored: _Stored, superseded: dict[str, int], floor: int) -> list[bytes]:
     """The quick part of the store `stored` (whose tables' supersession bits are
     `superseded`) with the entries live at `floor`, as the parts of its file."""
-    scopes, counts, sections = build(stored.tombs, stored.user, stored.inferred, superseded, floor)
+    from memsync.local.viewranks_halves import build_in_halves  # (it imports this module)
+
+    tables = (stored.tombs, stored.user, stored.inferred)
+    scopes, counts, sections = build_in_halves(*tables, superseded, floor)
     head = {
         "format": FORMAT,
         "path": stored.path,

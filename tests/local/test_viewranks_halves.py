@@ -1,0 +1,35 @@
+"""The quick part built on two cores (`memsync.local.viewranks_halves`, issue 20): byte for
+byte what one process builds, wherever the ids are cut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsync.local.located import located_view
+from memsync.local.statedir import StateDir
+from memsync.local.viewranks_halves import build_in_halves
+from memsync.local.viewranks_write import build
+from memsync.local.viewstore import ViewStore, _unpack
+from tests.helpers.strategies import HEADER, NOW
+from tests.local.test_viewranks import LATER, entries
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_two_processes_build_what_one_builds(tmp_path: Path, seed: int) -> None:
+    path = tmp_path / "me.jsonl"
+    path.write_bytes(HEADER + b"\n" + b"".join(line + b"\n" for line in entries(seed, 400)))
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0, save_after=0)
+    located_view([path], NOW, store).close()
+    stored = _unpack(store.state.view_store(path).read_bytes())
+    assert stored is not None
+    superseded = dict(zip(stored.sup_ids, stored.sup_bits, strict=True))
+    tables = (stored.tombs, stored.user, stored.inferred)
+    for floor in LATER:
+        one = build(*tables, superseded, floor)
+        assert one[0]  # (entries live: scopes to number)
+        # Cut before the first id, after the last, and between: the child's part empty,
+        # this process's empty, both holding scopes first met on either side.
+        for share in (0.0, 0.1, 0.4, 0.5, 0.9, 1.0):
+            assert build_in_halves(*tables, superseded, floor, parallel_from=0, share=share) == one
