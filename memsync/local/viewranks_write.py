@@ -367,13 +367,18 @@ def pack(
     return [_MAGIC, named, check, head_length, encoded, b"\0" * (-start % 8), body]
 
 
-def parts(stored: _Stored, superseded: dict[str, int], floor: int) -> list[bytes]:
+def parts(
+    stored: _Stored,
+    superseded: dict[str, int],
+    floor: int,
+    built: tuple[list[str], list[int], list[array[int] | bytes]] | None = None,
+) -> list[bytes]:
     """The quick part of the store `stored` (whose tables' supersession bits are
-    `superseded`) with the entries live at `floor`, as the parts of its file."""
-    from memsync.local.viewranks_halves import build_in_halves  # (it imports this module)
-
-    tables = (stored.tombs, stored.user, stored.inferred)
-    scopes, counts, sections = build_in_halves(*tables, superseded, floor)
+    `superseded`) with the entries live at `floor`, as the parts of its file; `built`:
+    what `build` returns of them, when the caller built it (`viewranks_halves`)."""
+    if built is None:
+        built = build(stored.tombs, stored.user, stored.inferred, superseded, floor)
+    scopes, counts, sections = built
     head = {
         "format": FORMAT,
         "path": stored.path,
