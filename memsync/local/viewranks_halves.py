@@ -19,6 +19,7 @@ import pickle
 import signal
 import threading
 from array import array
+from collections.abc import Callable
 from itertools import chain, compress, repeat
 from operator import ge, lt
 from typing import NamedTuple
@@ -34,7 +35,7 @@ it saves."""
 
 _SAMPLE = 4096
 """The pivot is taken among about this many of the tables' ids, evenly spaced."""
-_SHARE = 0.4
+_SHARE = 0.45
 """The share of the ids this process builds: it then joins the two parts and sorts."""
 
 
@@ -58,11 +59,14 @@ def build_in_halves(
     *,
     parallel_from: int = PARALLEL_IDS,
     share: float = _SHARE,
+    meanwhile: Callable[[], None] | None = None,
 ) -> tuple[list[str], list[int], list[array[int] | bytes]]:
     """What `viewranks_write.build` returns, built in two processes when the tables hold
     `parallel_from` ids or more and a second process can be forked safely (no other thread
     runs: a fork copies only the calling one) on a core of its own; else in this one.
-    `share`: about the part of the ids built here (the rest in the child)."""
+    `share`: about the part of the ids built here (the rest in the child). `meanwhile` is
+    called here first (while the child builds its part); if it raises, the child is
+    killed and so is the build."""
     tables = (tombs.ids, user.ids, inferred.ids)
     pivot = None
     total = sum(map(len, tables))
@@ -71,6 +75,8 @@ def build_in_halves(
         sample = sorted(chain.from_iterable(ids[::step] for ids in tables))
         pivot = sample[min(len(sample) - 1, int(len(sample) * share))] if sample else None
     if pivot is None:
+        if meanwhile is not None:
+            meanwhile()
         return finish(part(tombs, user, inferred, superseded, floor))
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -87,6 +93,8 @@ def build_in_halves(
     os.close(write_end)
     got: Part | None = None
     try:
+        if meanwhile is not None:
+            meanwhile()
         low = _part(tombs, user, inferred, superseded, floor, pivot, high=False)
         with os.fdopen(read_end, "rb") as pipe:
             try:  # (our own child's, through our own pipe)

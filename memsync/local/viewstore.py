@@ -253,19 +253,22 @@ class ViewStore(msgspec.Struct, frozen=True):
                 scan.superseding,
                 cast(list[tuple[Located, Located]], scan.index.twins),
             )
-            if due:
-                payload = _encode(stored)
+
+            def write_store(record: _Stored = stored) -> None:
+                payload = _encode(record)
                 target = self.state.prepared(self.state.view_store(path))
                 if not held:
                     _sweep(target)
-                _write(target, _header(stored.path, payload), payload)
-                del payload
+                _write(target, _header(record.path, payload), payload)
+
             floor = now_us() if now is None else min(now, now_us())
-            # (On two cores at a million ids: `viewranks_halves`.)
+            # On two cores at a million ids (`viewranks_halves`): the store is written
+            # while the child builds its half of the quick part.
             sup = scan.index.superseded
-            built = build_in_halves(stored.tombs, stored.user, stored.inferred, sup, floor)
+            tables = (stored.tombs, stored.user, stored.inferred)
+            built = build_in_halves(*tables, sup, floor, meanwhile=write_store if due else None)
             parts = viewranks_write.parts(stored, sup, floor, built)
-            del stored  # its columns, before the write
+            del stored, write_store  # its columns, before the write
             _write(self.state.prepared(self.state.view_ranks(path)), *parts)
             remember(self.state.view_seen(path), path, st, offset, made, started)
         except (
