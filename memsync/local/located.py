@@ -25,7 +25,7 @@ import msgspec
 
 from memsync.core.clock import FUTURE_TOLERANCE
 from memsync.core.digest import record_hash
-from memsync.core.lines import BadLine, Header, Invalid, classify_described
+from memsync.core.lines import BadLine, Header, Invalid, classify_fields
 from memsync.core.records import Described, Located, Record
 from memsync.core.secrets import record_secrets
 from memsync.core.view import build_view
@@ -397,38 +397,36 @@ def _fold(
     scopes: dict[str, str] = {}
     confidences: dict[float, float] = {}
     for n, (raw, at) in enumerate(zip(lines, chunk.starts(), strict=True), chunk.first_line):
-        parsed, kind, scope, confidence = classify_described(raw, source=name, line_no=n)
-        if type(parsed) is Record:
-            p = parsed
+        parsed = classify_fields(raw, source=name, line_no=n)
+        if type(parsed) is tuple:  # a record: no `Record` built, only what is kept
+            rid, ts, deleted, user, supersedes, expires, kind, scope, confidence = parsed
             packed = ((file_no << _OFFSET_BITS | at) << _LENGTH_BITS) | len(raw)  # `pack_at`
             rec: Located
-            if described and not p.deleted:
+            if described and not deleted:
                 # One scope and confidence object per chunk, not one per version (a few
                 # distinct ones). (A zero is left as it is: -0.0 would be taken for 0.0.)
                 scope = scopes.setdefault(scope, scope)
                 if confidence:
                     confidence = confidences.setdefault(confidence, confidence)
                 rec = Described(
-                    b"", p.id, p.ts, False, p.user, p.supersedes, p.expires, packed, 0,
+                    b"", rid, ts, False, user, supersedes, expires, packed, 0,
                     kind, scope, confidence,
                 )  # fmt: skip
             else:
-                rec = Located(
-                    b"", p.id, p.ts, p.deleted, p.user, p.supersedes, p.expires, packed, 0
-                )
+                rec = Located(b"", rid, ts, deleted, user, supersedes, expires, packed, 0)
             add(rec)
-            if p.supersedes is not None and not p.deleted:
-                superseding.append((p.supersedes, packed))
-            if hashed and not p.deleted:
+            if supersedes is not None and not deleted:
+                superseding.append((supersedes, packed))
+            if hashed and not deleted:
                 # Only a version that is now the best of its class can be in the view: the
                 # others are never hashed (a tombstone is never in it).
-                best = index.user if p.user else index.inferred
-                if best.get(p.id) is rec:
-                    best[p.id] = msgspec.structs.replace(rec, hash=record_hash(raw))
+                best = index.user if user else index.inferred
+                if best.get(rid) is rec:
+                    best[rid] = msgspec.structs.replace(rec, hash=record_hash(raw))
             if future_after is not None:
-                if p.ts > future_after:
+                if ts > future_after:
                     result.future.append((name, n, rec))
-                if not p.deleted:
+                if not deleted:
                     result.secrets += (SecretFinding(name, n, what) for what in record_secrets(raw))
         elif type(parsed) is Invalid:
             bad.append(BadLine(name, n, parsed.reason))
