@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +215,16 @@ def _hub_of_kind(
         server: SshdServer = request.getfixturevalue("sshd_server")
         url = f"ssh://{server.user}@{server.host}:{server.port}{hub}"
         options = {"identity_file": server.client_key, "known_hosts": server.known_hosts}
-    return [Remote("hub", url, **options)], {}, lambda node: node.hub_file(hub).read_bytes()
+    return [Remote("hub", url, **options)], {}, partial(_hub_bytes, hub)
+
+
+def _hub_bytes(hub: Path, node: Node) -> bytes:
+    """`node`'s hub file as it is now: empty before its first push (a wait may start
+    before the daemon's first pass has written it)."""
+    try:
+        return node.hub_file(hub).read_bytes()
+    except FileNotFoundError:
+        return b""
 
 
 @pytest.mark.slow
