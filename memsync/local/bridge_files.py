@@ -5,11 +5,16 @@ else wrote, keeping links, modes and owners.
   `CLAUDE.md` and `AGENTS.md` into a repository): the bytes, the link's target, its stat.
 - `replace_if_unchanged` writes new bytes to the *target* (a temp file in the target's
   folder, renamed over it, so a reader sees the old file or the new one, and a kill -9
-  leaves it whole; the temp file a killed memsync left is removed by the next write) only if the target still holds what was read: a person or an agent
-  writing meanwhile keeps their bytes, and the caller reads again. The link stays a link;
-  the mode and the owner are the target's. A read-only target (Home Manager links into
-  `/nix/store`), a folder memsync cannot write a temp file in, or a hard-linked file
-  (a rename would split the links) is refused with the reason (`BridgeRefused`).
+  leaves it whole; the temp file a killed memsync left is removed by the next write) only
+  if the target still holds what was read: a person or an agent writing meanwhile keeps
+  their bytes, and the caller reads again. A file changed less than `SETTLE_NS` ago is not
+  replaced before it has been still that long: an editor or an agent that truncated it
+  may not have written its bytes yet, and they would land in the file memsync replaced
+  (so be lost). A write that lands on the old file between the check and the rename is
+  found after it, and the writer's bytes are put back. The link stays a link; the mode
+  and the owner are the target's. A read-only target (Home Manager links into
+  `/nix/store`), a folder memsync cannot write a temp file in, or a hard-linked file (a
+  rename would split the links) is refused with the reason (`BridgeRefused`).
 - `may_create`: memsync never creates a `CLAUDE.md` or `CLAUDE.local.md` in a project
   that has an `AGENTS.md` (Claude Code reads `AGENTS.md` only where no `CLAUDE.md` is).
 """
@@ -21,8 +26,10 @@ import errno
 import glob
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from memsync.errors import MemsyncError
 from memsync.local.storage import fsync_dir, write_all
@@ -30,6 +37,10 @@ from memsync.local.storage import fsync_dir, write_all
 __all__ = ["BridgeRefused", "Snapshot", "may_create", "read_bridged", "replace_if_unchanged"]
 
 _CLAUDE_NAMES = ("CLAUDE.md", "CLAUDE.local.md")
+
+SETTLE_NS = 300_000_000
+"""How long a bridged file must have been still (its mtime that far in the past) before
+memsync replaces it: a write in place truncates first (the mtime now) and writes after."""
 
 
 class BridgeRefused(MemsyncError):
@@ -114,7 +125,43 @@ def replace_if_unchanged(snap: Snapshot, data: bytes) -> bool:
                 "replace would split; use a symbolic link instead"
             )
     _sweep(target)
-    tmp = target.with_name(f".{target.name}.memsync-{os.getpid()}-{secrets.token_hex(4)}")
+    if snap.stat is not None:
+        _wait_until_still(snap)
+    tmp = _write_temp(snap, data)
+    try:
+        if snap.stat is None:
+            try:
+                os.link(tmp, target)  # fails if the file appeared meanwhile: no replace
+            except FileExistsError:
+                return False
+        else:
+            old = _open_unchanged(snap)
+            if old is None:
+                return False
+            with old:
+                os.replace(tmp, target)
+                old.seek(0)
+                late = old.read()
+            if late != snap.data:
+                _put_back(snap, late, data)
+                return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    fsync_dir(target.parent)
+    return True
+
+
+def _write_temp(snap: Snapshot, data: bytes) -> Path:
+    """A temp file beside the target holding `data`, synced, with the target's mode and
+    owner (0600 for a new file).
+
+    Raises:
+        BridgeRefused: the folder takes no temp file, or the owner cannot be kept.
+        OSError: the write failed (the temp file removed).
+    """
+    target = snap.target
+    tmp = _temp_beside(target)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except PermissionError:
@@ -134,20 +181,31 @@ def replace_if_unchanged(snap: Snapshot, data: bytes) -> bool:
             os.fsync(fd)
         finally:
             os.close(fd)
-        if snap.stat is None:
-            try:
-                os.link(tmp, target)  # fails if the file appeared meanwhile: no replace
-            except FileExistsError:
-                return False
-        else:
-            if not _unchanged(snap):
-                return False
-            os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _put_back(snap: Snapshot, late: bytes, ours: bytes) -> None:
+    """Put `late`, what a writer that had the old file open wrote to it between the check
+    and the rename, back in place of `ours`; if the target changed again since (it no
+    longer holds `ours`), that newer write stands."""
+    if read_bridged(snap.path).data != ours:
+        return
+    tmp = _write_temp(snap, late)
+    try:
+        os.replace(tmp, snap.target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    fsync_dir(target.parent)
-    return True
+    fsync_dir(snap.target.parent)
+
+
+def _temp_beside(target: Path) -> Path:
+    """A fresh temp file's name beside `target`, naming this process (`_sweep`)."""
+    return target.with_name(f".{target.name}.memsync-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def _sweep(target: Path) -> None:
@@ -182,13 +240,25 @@ def _keep_owner(fd: int, snap: Snapshot) -> None:
         ) from None
 
 
-def _unchanged(snap: Snapshot) -> bool:
-    """Whether the target still holds the bytes `snap` read (same file, same bytes)."""
-    try:
-        with open(snap.target, "rb") as f:
-            st = os.fstat(f.fileno())
-            data = f.read()
-    except FileNotFoundError:
-        return False
+def _wait_until_still(snap: Snapshot) -> None:
+    """Sleep until the file `snap` read has been still for `SETTLE_NS` (a clock that puts
+    its times in the future, a network file system's, is not waited for)."""
     assert snap.stat is not None
-    return (st.st_dev, st.st_ino) == (snap.stat.st_dev, snap.stat.st_ino) and data == snap.data
+    age = time.time_ns() - snap.stat.st_mtime_ns
+    if 0 <= age < SETTLE_NS:
+        time.sleep((SETTLE_NS - age) / 1e9)
+
+
+def _open_unchanged(snap: Snapshot) -> BinaryIO | None:
+    """The target, open, if it still holds the bytes `snap` read (same file, same bytes);
+    None when it does not."""
+    try:
+        f = open(snap.target, "rb")  # noqa: SIM115 (the caller closes it)
+    except FileNotFoundError:
+        return None
+    assert snap.stat is not None
+    st = os.fstat(f.fileno())
+    if (st.st_dev, st.st_ino) == (snap.stat.st_dev, snap.stat.st_ino) and f.read() == snap.data:
+        return f
+    f.close()
+    return None

@@ -516,6 +516,7 @@ def test_sync_then_remove_gives_back_the_exact_bytes(
     original = newline.join(lines) + (newline if final and lines else "")
     agents = root / "AGENTS.md"
     agents.write_bytes(original.encode("utf-8"))
+    os.utime(agents, (0, 0))  # written long ago: no wait for it to be still
     res = sync_bridge(mem.path, Bridge(agents, "agents-md"), machine="m1", state_dir=root / "st")
     assert res.refused is None
     text = agents.read_bytes().decode("utf-8")
@@ -525,5 +526,6 @@ def test_sync_then_remove_gives_back_the_exact_bytes(
     again = sync_bridge(mem.path, Bridge(agents, "agents-md"), machine="m1", state_dir=root / "st")
     assert not again.written
     assert again.appended == 0
+    os.utime(agents, (0, 0))
     assert remove_block(agents, state_dir=root / "st")
     assert agents.read_bytes() == original.encode("utf-8")
