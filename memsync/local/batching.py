@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,7 +113,11 @@ class Partitions:
         if number is None:
             number = self._numbers[source] = len(self.names)
             self.names.append(source)
-        self.spills[hash(rid) % len(self.spills)].add(b"%d %d " % (number, line_no) + raw)
+        # A hash that is the same in every process (str's `hash` is salted per process):
+        # the partitions decide which of several superseders travels (rule 14), so the
+        # bytes two machines write from the same files would differ.
+        part = zlib.crc32(rid.encode()) % len(self.spills)
+        self.spills[part].add(b"%d %d " % (number, line_no) + raw)
 
     def __enter__(self) -> Self:
         return self

@@ -4,7 +4,10 @@ single merge gives, with nothing appended twice and nothing appended by a merge 
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -262,3 +265,31 @@ def test_partitions_grow_past_the_most_files_a_merge_opens(
     memsync.local.merge.merge_files(parted, [src], now=BASE)
     assert len(opened) == 3
     assert _view_key(parted) == _view_key(whole)
+
+
+MERGE_IN_PARTITIONS = """
+import sys
+from pathlib import Path
+import memsync.local.batching
+from memsync.local.merge import merge_files
+
+memsync.local.batching.PARTITION_BYTES = 4096
+merge_files(Path(sys.argv[1]), [Path(sys.argv[2])], now=int(sys.argv[3]))
+"""
+
+
+def test_a_merge_in_partitions_gives_the_same_bytes_on_every_machine(tmp_path: Path) -> None:
+    """Which partition an id goes to must not depend on the process (Python's `hash` of a
+    string is salted per process): two machines merging the same files must write the
+    same bytes, the same beaten superseders skipped (rule 14)."""
+    src = _source(tmp_path, 7)
+    start = header_line(BASE)  # a new file's header names its own instant and generation
+    written = set()
+    for hash_seed in ("1", "2", "3"):
+        dest = tmp_path / f"dest{hash_seed}.jsonl"
+        dest.write_bytes(start)
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        run = [sys.executable, "-c", MERGE_IN_PARTITIONS, str(dest), str(src), str(BASE)]
+        subprocess.run(run, env=env, check=True)
+        written.add(dest.read_bytes())
+    assert len(written) == 1
