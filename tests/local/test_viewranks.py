@@ -6,9 +6,7 @@ to it or to the file."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,7 +18,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from memsync.core.lines import classify
 from memsync.core.records import Record
-from memsync.core.timestamps import MS, SECOND, format_ts
 from memsync.errors import UnsupportedFormat
 from memsync.local.located import located_view
 from memsync.local.placed import lines_at
@@ -31,43 +28,11 @@ from memsync.local.viewranks import Damaged
 from memsync.local.viewranks_open import open_quick, stored_prompt
 from memsync.local.viewstore import ViewStore
 from tests.helpers.examples import examples
-from tests.helpers.strategies import HEADER, NOW, T0, line_soups
+from tests.helpers.strategies import HEADER, NOW, line_soups
+from tests.helpers.view_lines import IDS, MINUTE, entries
 
-MINUTE = 60 * SECOND
-IDS = [f"id{n:04d}" for n in range(60)]
-SCOPES = ("global", "github.com", "api.github.com", "project:x")
 BUDGETS = ((None, 1024), ("api.github.com", 1024), (None, 1500), ("project:x", 4000))
 LATER = (NOW, NOW + 2 * MINUTE, NOW + 9 * MINUTE)
-
-
-def entries(seed: int, n: int) -> list[bytes]:
-    """`n` random lines over 60 ids: entries of each kind, scope, class and confidence
-    (ties too), some long (over `LONG_LINE`, some too long for a small block), expiring
-    around `NOW`, tombstones and supersessions, on a grid of instants (ties too)."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        rid = rng.choice(IDS)
-        created = format_ts(T0 + rng.randint(0, 10) * MINUTE + rng.choice([0, 250]) * MS)
-        if rng.random() < 0.1:
-            out.append(json.dumps({"id": rid, "deleted": True, "created_at": created}))
-            continue
-        obj = {
-            "id": rid,
-            "kind": rng.choice(["fact", "lesson", "preference", "avoid", "source"]),
-            "text": "w" * rng.choice([1, 5, 30, 30, 30, 30, 400, 700, 1500, 3000]),
-            "scope": rng.choice(SCOPES),
-            "confidence": rng.choice([0.1, 0.5, 0.5, 0.9, 1, 0.0]),
-            "created_at": created,
-        }
-        if rng.random() < 0.3:
-            obj["source"] = "user"
-        if rng.random() < 0.2:
-            obj["expires_at"] = format_ts(T0 + rng.randint(0, 12) * MINUTE)
-        if rng.random() < 0.08:
-            obj["supersedes"] = rng.choice(IDS)
-        out.append(json.dumps(obj))
-    return [line.encode() for line in out]
 
 
 def fold_answers(path: Path) -> tuple[object, ...]:

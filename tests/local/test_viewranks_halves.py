@@ -3,49 +3,19 @@ byte what one process builds, wherever the ids are cut."""
 
 from __future__ import annotations
 
-import json
-import random
 from pathlib import Path
 
 import pytest
 
-from memsync.core.timestamps import MS, SECOND, format_ts
 from memsync.local.located import located_view
 from memsync.local.statedir import StateDir
 from memsync.local.viewranks_halves import build_in_halves
 from memsync.local.viewranks_write import build
 from memsync.local.viewstore import ViewStore, _unpack
-from tests.helpers.strategies import HEADER, NOW, T0
+from tests.helpers.strategies import HEADER, NOW
+from tests.helpers.view_lines import MINUTE, entries
 
-MINUTE = 60 * SECOND
 LATER = (NOW, NOW + 2 * MINUTE, NOW + 9 * MINUTE)
-
-
-def entries(seed: int, n: int) -> list[bytes]:
-    """`n` random lines over 60 ids: entries of each class, scope and confidence (ties
-    too), some long, expiring around `NOW`, tombstones and supersessions."""
-    rng = random.Random(seed)
-    ids = [f"id{k:04d}" for k in range(60)]
-    out = []
-    for _ in range(n):
-        rid = rng.choice(ids)
-        created = format_ts(T0 + rng.randint(0, 10) * MINUTE + rng.choice([0, 250]) * MS)
-        if rng.random() < 0.1:
-            out.append(json.dumps({"id": rid, "deleted": True, "created_at": created}))
-            continue
-        obj = {
-            "id": rid,
-            "kind": "fact",
-            "text": "w" * rng.choice([1, 30, 700, 1500]),
-            "scope": rng.choice(["global", "github.com", "project:x", "project:y"]),
-            "confidence": rng.choice([0.1, 0.5, 0.9, 1, 0.0]),
-            "created_at": created,
-            "source": "user" if rng.random() < 0.3 else "session:a",
-            "supersedes": rng.choice(ids) if rng.random() < 0.05 else None,
-            "expires_at": rng.choice([None, None, format_ts(NOW + rng.randint(-5, 5) * MINUTE)]),
-        }
-        out.append(json.dumps(obj))
-    return [line.encode() for line in out]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
