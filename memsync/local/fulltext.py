@@ -66,8 +66,9 @@ class RecallHit(msgspec.Struct, frozen=True):
     """One live entry found by `recall`, best first. `score` is higher for a better match
     (the negated BM25 rank with FTS5; the count of query words matched without it). With a
     common word in the query (`textindex.COMMON`), hits holding a rare word come first,
-    scored over the rare words; then the common words' hits, scored over those, newest
-    window first: scores then decrease within each part, not across them."""
+    scored by BM25 over the rare words; then the common words' hits, newest window first,
+    each scored by the count of those words it holds: scores then decrease within each
+    part and window, not across them."""
 
     id: str
     kind: str

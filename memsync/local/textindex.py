@@ -14,6 +14,7 @@ import _thread  # its lock alone: `threading` is 0.5 ms of recall's start-up (is
 import os
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
@@ -172,14 +173,13 @@ class TextIndex:
           BM25 over the rare words only; then the lines holding only common words, as
           below;
         - the common words: the `common` most recently indexed lines that hold one (the
-          latest in the file), best first by BM25 over those words; then the next
-          `common` older ones (more at a time, as the pages grow), and so on.
+          latest in the file), best first by how many of those words each holds, then
+          the newer (`_windows`); then the next `common` older ones (more at a time, as
+          the pages grow), and so on.
 
         Every matching line comes at last (recall keeps reading while its candidates are
         stale or filtered out); only the order changes, and only for common words. The
-        cost follows `common` and the query's words, not the matches: what still grows
-        with them is SQLite's count of the lines holding each common word (BM25's IDF, a
-        pass over its postings in C, about 20 ns a match)."""
+        cost follows `common` and the query's words, not the matches."""
         wanted = words(query)
         if not wanted:
             return
@@ -192,7 +192,7 @@ class TextIndex:
         if rare:
             yield from self._ranked(" OR ".join(rare), batch)
         if frequent:
-            yield from self._windows(" OR ".join(frequent), cap)
+            yield from self._windows(frequent, cap)
 
     def _holders(self, match: str, most: int) -> int:
         """How many lines match `match`, counted up to `most` (a bounded count)."""
@@ -222,14 +222,21 @@ class TextIndex:
             offset += batch
             batch *= 4  # many stale hits in a row: take bigger pages
 
-    def _windows(self, match: str, size: int) -> Iterator[tuple[str, int, float, str]]:
-        """Every line matching `match`, newest windows first: the `size` latest lines,
-        best first by BM25, then the next older window (four times larger), and so on.
-        Each window is bounded by rowids (lines are indexed in file order), so SQLite
-        ranks only its lines; a line's id, instant and body are read only when the
-        caller gets that far (it usually stops after a few)."""
+    def _windows(self, phrases: list[str], size: int) -> Iterator[tuple[str, int, float, str]]:
+        """Every line matching one of `phrases`, newest windows first: the `size` latest
+        lines, best first, then the next older window (four times larger), and so on.
+
+        Within a window a line is scored by how many of the phrases it holds, and a tie
+        goes to the newer line (as the plain scan without FTS5 scores, `fulltext._scan`):
+        a common word says little about a line, and BM25 would first count every line in
+        the index holding it (its IDF, 8 ms for 230,000 lines), the most of a recall's
+        time at a million records. Each window is bounded by rowids (lines are indexed in
+        file order), so SQLite reads only its lines; a line's id, instant and body are
+        read only when the caller gets that far (it usually stops after a few)."""
+        match = " OR ".join(phrases)
         newest = _MAX_ROWID  # the window's upper bound, inclusive
         while True:
+            held: Counter[int] = Counter()
             with self._lock:
                 edge = self._db.execute(
                     "SELECT rowid FROM docs WHERE docs MATCH ? AND rowid <= ?"
@@ -237,19 +244,22 @@ class TextIndex:
                     (match, newest, size),
                 ).fetchone()
                 oldest = _MIN_ROWID if edge is None else int(edge[0])  # exclusive
-                ranked = self._db.execute(
-                    "SELECT rowid, bm25(docs) FROM docs"
-                    " WHERE docs MATCH ? AND rowid <= ? AND rowid > ?",
-                    (match, newest, oldest),
-                ).fetchall()
-            ranked.sort(key=lambda r: (r[1], -r[0]))  # best first; a tie: the newer line
-            for rowid, rank in ranked:
+                for phrase in phrases:
+                    held.update(
+                        rowid
+                        for (rowid,) in self._db.execute(
+                            "SELECT rowid FROM docs WHERE docs MATCH ? AND rowid <= ? AND rowid > ?",
+                            (phrase, newest, oldest),
+                        )
+                    )
+            ranked = sorted(held.items(), key=lambda r: (-r[1], -r[0]))
+            for rowid, count in ranked:
                 with self._lock:
                     row = self._db.execute(
                         "SELECT id, ts, body FROM docs WHERE rowid = ?", (rowid,)
                     ).fetchone()
                 if row is not None:  # (None: deleted by a rebuild since, under our feet)
-                    yield str(row[0]), int(row[1]), -float(rank), str(row[2])
+                    yield str(row[0]), int(row[1]), float(count), str(row[2])
             if edge is None:
                 return
             newest = oldest

@@ -319,6 +319,24 @@ def test_a_common_word_is_ranked_a_window_of_its_latest_lines_at_a_time(tmp_path
         assert {rid for rid, _ in mixed[1:6]} == set(rest[-5:])
 
 
+def test_a_window_of_common_words_ranks_by_words_held_then_the_newer(tmp_path: Path) -> None:
+    """Within a window of common words, a line holding more of the query's words comes
+    first, and of lines holding as many, the newer (the plain scan's order, without
+    BM25: its IDF would count every line holding the word, issue 20)."""
+    path = tmp_path / "m.jsonl"
+    mem = Memory.open(path)
+    older = [mem.add("fact", f"Old job {n}.").id for n in range(3)]
+    older += [mem.add("fact", f"Retry number {n} went fine.").id for n in range(3)]
+    both = mem.add("fact", "Retry the deploy job after a timeout.").id
+    job = mem.add("fact", "The nightly job ran long.").id
+    retry = mem.add("fact", "Retry again.").id
+    with TextIndex(path, tmp_path / "fts.sqlite") as index:
+        index.refresh()  # each word held by 5 lines: common over 3
+        found = [(c[0], c[2]) for c in index.candidates("retry job", common=3)]
+    # The 3 latest lines holding either word, then the older ones.
+    assert found == [(both, 2.0), (retry, 1.0), (job, 1.0), *((r, 1.0) for r in older[::-1])]
+
+
 def test_recall_of_a_common_word_reads_older_lines_past_stale_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
