@@ -35,6 +35,7 @@ import heapq
 import mmap
 import os
 import sys
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any, cast
 
@@ -57,9 +58,9 @@ from memsync.core.view import SUPERSEDED_BY_INFERRED, SUPERSEDED_BY_USER, Index
 from memsync.local.placed import LENGTH_BITS, LENGTH_MASK, OFFSET_BITS
 from memsync.local.viewranks_read import BLOCK, Damaged, Pages
 
-__all__ = ["FORMAT", "LONG_LINE", "MIN_BUDGET", "Damaged", "Quick"]
+__all__ = ["FENCE", "FORMAT", "LONG_LINE", "MIN_BUDGET", "Damaged", "Quick"]
 
-FORMAT = f"memsync-ranks/2 {__version__} {sys.byteorder}"
+FORMAT = f"memsync-ranks/3 {__version__} {sys.byteorder}"
 """The format, memsync's version, and the byte order of the columns: any other is ignored."""
 
 MIN_BUDGET = 1024
@@ -102,7 +103,13 @@ _COLUMNS = (
     ("e_exp", "q"),
     ("e_row", "I"),
     ("l_row", "I"),
+    ("f_offsets", "Q"),
+    ("f_blob", "B"),
 )
+FENCE = 256
+"""The fence (columns `f_offsets`, `f_blob`) holds the id of every `FENCE`th row: a lookup
+searches it, then one stretch of `FENCE` rows, and so checks three or four blocks of the
+columns, not one per step of a search of every id (twenty at 1M ids, 0.5 ms a lookup)."""
 
 
 class _Head(msgspec.Struct, array_like=True, gc=False):
@@ -206,20 +213,24 @@ class Quick:
         start, end = self._get("offsets", row), self._get("offsets", row + 1)
         return self._pages.read(self._starts["blob"] + start, end - start)
 
+    def _fenced(self, i: int) -> bytes:
+        """The id of row `i * FENCE`."""
+        start, end = self._get("f_offsets", i), self._get("f_offsets", i + 1)
+        return self._pages.read(self._starts["f_blob"] + start, end - start)
+
     def row_of(self, rid: str) -> int | None:
-        """The row of `rid` (binary search of the ids), None when the store has none.
-        Remembered (`_rows`): a server's every prompt asks again for each id appended since."""
+        """The row of `rid` (binary search of the fence, then of the ids of its stretch),
+        None when the store has none. Remembered (`_rows`): a server's every prompt asks
+        again for each id appended since."""
         if rid in self._rows:
             return self._rows[rid]
         key = rid.encode("utf-8", "surrogatepass")
-        lo, hi = 0, len(self._cols["flags"])
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._id(mid) < key:
-                lo = mid + 1
-            else:
-                hi = mid
-        row = lo if lo < len(self._cols["flags"]) and self._id(lo) == key else None
+        stretches = bisect_right(range(len(self._cols["f_offsets"]) - 1), key, key=self._fenced)
+        row = None
+        if stretches:  # (0: `key` is before the first id)
+            start, end = (stretches - 1) * FENCE, min(len(self._cols["flags"]), stretches * FENCE)
+            i = bisect_left(range(end), key, start, end, key=self._id)
+            row = i if i < end and self._id(i) == key else None
         if len(self._rows) >= _ROWS:
             self._rows.clear()
         self._rows[rid] = row

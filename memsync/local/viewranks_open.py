@@ -27,6 +27,7 @@ from memsync.local.viewranks import (
     _LENGTH_BITS,
     _MAGIC,
     _PATH_BYTES,
+    FENCE,
     FORMAT,
     MIN_BUDGET,
     Damaged,
@@ -253,8 +254,10 @@ def _parse(mm: mmap.mmap, name: str, fd: int) -> Quick | None:
         cols[column] = body[offset : offset + size].cast(code)  # type: ignore[call-overload]
         starts[column] = offset
     n = len(cols["flags"])
-    per_id = [c for c, _ in _COLUMNS[2:] if not c.startswith(("r_", "e_", "l_"))]
+    per_id = [c for c, _ in _COLUMNS[2:] if not c.startswith(("r_", "e_", "l_", "f_"))]
     if len(cols["offsets"]) != n + 1 or any(len(cols[c]) != n for c in per_id):
+        return None
+    if len(cols["f_offsets"]) != -(-n // FENCE) + 1:
         return None
     if len(cols["e_row"]) != len(cols["e_exp"]):
         return None

@@ -27,6 +27,7 @@ from memsync.local.viewranks import (
     _TOMB,
     _USER,
     _USER_NO_EXP,
+    FENCE,
     FORMAT,
     LONG_LINE,
     _encode,
@@ -290,6 +291,8 @@ def finish(done: Part) -> tuple[list[str], list[int], list[array[int] | bytes]]:
     for r in r_row:
         counts[scope[r]] += 1
     expiring, long = sorted(done.expiring), sorted(done.long)
+    offsets, blob = done.offsets, done.blob
+    fence = [blob[offsets[i] : offsets[i + 1]] for i in range(0, len(offsets) - 1, FENCE)]
     columns: dict[str, array[int] | bytes] = {
         **done.rows,
         "offsets": done.offsets,
@@ -298,6 +301,8 @@ def finish(done: Part) -> tuple[list[str], list[int], list[array[int] | bytes]]:
         "e_exp": array("q", [e for e, _ in expiring]),
         "e_row": array("I", [r for _, r in expiring]),
         "l_row": array("I", [r for _, r in long]),
+        "f_offsets": array("Q", accumulate(map(len, fence), initial=0)),
+        "f_blob": b"".join(fence),
     }
     return done.scopes, counts, [columns[name] for name, _ in _COLUMNS]
 

@@ -6,6 +6,7 @@ to it or to the file."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -18,17 +19,18 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from memsync.core.lines import classify
 from memsync.core.records import Record
+from memsync.core.timestamps import MS, format_ts
 from memsync.errors import UnsupportedFormat
 from memsync.local.located import located_view
 from memsync.local.placed import lines_at
 from memsync.local.reading import prompt_of
 from memsync.local.statedir import StateDir
 from memsync.local.storage import open_for_reading, read_chunks
-from memsync.local.viewranks import Damaged
+from memsync.local.viewranks import FENCE, Damaged
 from memsync.local.viewranks_open import open_quick, stored_prompt
 from memsync.local.viewstore import ViewStore
 from tests.helpers.examples import examples
-from tests.helpers.strategies import HEADER, NOW, line_soups
+from tests.helpers.strategies import HEADER, NOW, T0, line_soups
 from tests.helpers.view_lines import IDS, MINUTE, entries
 
 BUDGETS = ((None, 1024), ("api.github.com", 1024), (None, 1500), ("project:x", 4000))
@@ -170,6 +172,34 @@ RanksMachine.TestCase.settings = settings(
     max_examples=examples(0.3), stateful_step_count=15, deadline=None
 )
 test_the_quick_part_answers_as_a_fresh_fold = pytest.mark.slow(RanksMachine.TestCase)
+
+
+def test_every_id_is_found_through_the_fence(tmp_path: Path) -> None:
+    """Ids over several stretches of `FENCE` rows (of other lengths, so their byte order
+    is not their number's): each is found with its instant, and no absent id is (before
+    the first, after the last, between two, at a stretch's edge)."""
+    ids = [f"id{n}" for n in range(2 * FENCE + 37)] + ["\u00e9t\u00e9", "z" * 40]
+    lines = [
+        json.dumps({"id": rid, "kind": "fact", "text": "t", "created_at": format_ts(T0 + n * MS)})
+        for n, rid in enumerate(ids)
+    ]
+    path = tmp_path / "me.jsonl"
+    path.write_bytes(HEADER + b"\n" + "".join(line + "\n" for line in lines).encode())
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0)
+    located_view([path], NOW, store).close()
+    fd = open_for_reading(path)
+    try:
+        state = store.state
+        quick = open_quick(state.view_ranks(path), state.view_seen(path), path, fd, str(path), None)
+        assert quick is not None
+        for n, rid in enumerate(ids):
+            assert quick.newest_stored(rid) == T0 + n * MS, rid
+        edges = sorted(ids)[FENCE - 1 : FENCE + 1]
+        absent = ["", "a", "id", "id1 ", *(e + "0" for e in edges), "\U0010ffff"]
+        for rid in absent:
+            assert rid in ids or quick.newest_stored(rid) is None, rid
+    finally:
+        os.close(fd)
 
 
 def test_a_damaged_quick_part_is_removed_and_written_again(tmp_path: Path) -> None:
