@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
@@ -217,8 +218,9 @@ def _check(args: argparse.Namespace) -> int:
     else:
         for b in report.bad:
             print(f"bad line: {b.file}:{b.line}: {b.reason}")
-        for a, _ in report.twins:
-            print(f"twins: id {token(a.id)} at {format_ts(a.ts)} has two different contents")
+        for (rid, ts), others in Counter((a.id, a.ts) for a, _ in report.twins).items():
+            count = "two" if others == 1 else others + 1
+            print(f"twins: id {token(rid)} at {format_ts(ts)} has {count} different contents")
         for s in report.secrets:
             print(f"secret: {s.file}:{s.line}: looks like {s.what}")
         for f, n, r in report.future:

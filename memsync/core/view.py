@@ -9,7 +9,7 @@ whatever order the records arrive in. `build_view` then applies rules 9 to 12 at
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from itertools import islice
 from operator import attrgetter, eq
 from typing import Any
@@ -26,6 +26,7 @@ __all__ = [
     "Index",
     "View",
     "build_view",
+    "distinct_twins",
     "selector",
     "sort_by_key",
     "wins",
@@ -196,6 +197,28 @@ class Index:
         if cur.expires is not None and cur.expires <= now:
             return None
         return cur
+
+
+def distinct_twins(pairs: Iterable[tuple[Record, Record]]) -> list[tuple[Record, Record]]:
+    """Each conflict of `pairs` (twins met by a fold, records holding their lines) once:
+    for each key, the record that wins there (rule 9: the user one, then the greater
+    canonical text) paired with each other content met at that key (rule 7: by canonical
+    content), keys in the order of (id, instant), a key's others greatest text first.
+
+    A fold meets a pair once per line it reads, and a merge repeats lines (rule 14); with
+    three contents or more, which pairs it meets follows its reading order. This answer
+    is the same for any order at the key of each class's current version, where a fold
+    meets every content (`Index.add` compares each record with the best of its key); twins
+    at a key a later version replaced are met only when read before that version."""
+    contents: dict[tuple[str, int], dict[bytes, Record]] = {}
+    for pair in pairs:
+        for rec in pair:
+            contents.setdefault((rec.id, rec.ts), {}).setdefault(canonical_line(rec.raw), rec)
+    found: list[tuple[Record, Record]] = []
+    for key in sorted(contents):
+        met = sorted(contents[key].items(), key=lambda c: (c[1].user, c[0]), reverse=True)
+        found += [(met[0][1], other) for _, other in met[1:]]
+    return found
 
 
 class View(msgspec.Struct, frozen=True):

@@ -28,7 +28,7 @@ from memsync.core.digest import record_hash
 from memsync.core.lines import BadLine, Header, Invalid, classify_fields
 from memsync.core.records import Described, Located, Record
 from memsync.core.secrets import record_secrets
-from memsync.core.view import build_view
+from memsync.core.view import build_view, distinct_twins
 from memsync.local.drain import recover_after_crash
 from memsync.local.fresh import now_us
 from memsync.local.placed import LENGTH_BITS as _LENGTH_BITS
@@ -218,7 +218,7 @@ def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
     limit = (now_us() if now is None else now) + FUTURE_TOLERANCE
     with _first_pass(paths, limit) as view:
         scan = view.scan
-        twins = [(_whole(a, view), _whole(b, view)) for a, b in scan.index.twins]
+        twins = distinct_twins((_whole(a, view), _whole(b, view)) for a, b in scan.index.twins)
         future = [(name, n, _whole(rec, view)) for name, n, rec in scan.future]
     return CheckReport(scan.bad, twins, scan.secrets, future)
 

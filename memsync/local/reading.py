@@ -24,7 +24,7 @@ from memsync.core.prompt import (
 )
 from memsync.core.records import Described, Record
 from memsync.core.timestamps import format_ts
-from memsync.core.view import Index, View, build_view
+from memsync.core.view import Index, View, build_view, distinct_twins
 from memsync.local.fresh import now_us
 from memsync.local.storage import read_chunks
 
@@ -136,7 +136,8 @@ class MemoryView:
     Attributes:
         records: the live current versions, ordered by (`created_at`, `id`).
         bad: bad lines (file, line, reason); never dropped, never propagated.
-        twins: records with the same key and different content; the first of each pair won.
+        twins: records with the same key and different content, each conflict once
+            (`core.view.distinct_twins`); the first of each pair won.
     """
 
     records: list[Record]
@@ -203,7 +204,7 @@ def view_of(paths: Sequence[Path], now: int | None = None) -> MemoryView:
     result = scan(paths)
     with no_gc():  # sorting a million live records allocates a million keys
         view: View = build_view(result.index, now_us() if now is None else now)
-    return MemoryView(view.live, result.bad, view.twins, result.headerless)
+    return MemoryView(view.live, result.bad, distinct_twins(view.twins), result.headerless)
 
 
 class _PromptFields(msgspec.Struct, gc=False):

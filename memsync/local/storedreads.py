@@ -16,6 +16,7 @@ from typing import cast
 from memsync.core.lines import classify
 from memsync.core.records import Described, Located, Record
 from memsync.core.scan import may_supersede
+from memsync.core.view import distinct_twins
 from memsync.local.fresh import now_us
 from memsync.local.located import located_view
 from memsync.local.reading import MemoryView, prompt_of, prompt_of_described
@@ -28,12 +29,9 @@ __all__ = ["stored_prompt", "stored_view"]
 def stored_view(path: Path, store: ViewStore, now: int | None = None) -> MemoryView:
     """The `MemoryView` of `path` at `now` (default: the local clock), the one
     `memsync.local.reading.view_of` builds from a full fold: the live current versions
-    (rule 12) and the twins met (rule 7) parsed from their lines, read where the store
-    says they lie, and the bad lines and missing header the store kept (rules 2 and 4).
-
-    The twins are those the fold met in the file's order, as `view_of`'s are, but for a
-    key with three or more contents in a store first built in two processes
-    (`fold_halves`): then which of its pairs are met may differ (the same keys)."""
+    (rule 12) and the twins met (rule 7, `distinct_twins`) parsed from their lines, read
+    where the store says they lie, and the bad lines and missing header the store kept
+    (rules 2 and 4)."""
     name = str(path)
     with located_view([path], now, store) as view:
         records = [
@@ -50,7 +48,7 @@ def stored_view(path: Path, store: ViewStore, now: int | None = None) -> MemoryV
     return MemoryView(
         records,
         view.scan.bad,
-        list(zip(parsed[::2], parsed[1::2], strict=True)),
+        distinct_twins(zip(parsed[::2], parsed[1::2], strict=True)),
         view.scan.headerless,
     )
 

@@ -302,6 +302,27 @@ def test_check_finds_each_kind_of_problem(
     assert out.strip() != "clean"
 
 
+def test_check_names_each_conflict_once(memfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rule 7: twins are reported once per conflict, however often a merge repeated their
+    lines (rule 14): a line per key with its number of contents, and in `--json` the
+    winner (rule 9) against each other content."""
+    at = "2026-11-01T00:00:00Z"
+    zebra, apple, mango = (entry_line("twtwtwtwtwtw", at, t) for t in ("zebra", "apple", "mango"))
+    with open(memfile, "ab") as f:
+        f.write(zebra + apple + zebra + apple + mango + apple)
+    status, out, _ = run(capsys, "check", memfile, "--now", NOW)
+    assert status == 1
+    assert out.splitlines() == [
+        "twins: id twtwtwtwtwtw at 2026-11-01T00:00:00.000Z has 3 different contents"
+    ]
+    status, out, _ = run(capsys, "check", memfile, "--json", "--now", NOW)
+    pairs = [
+        (json.loads(t["kept"])["text"], json.loads(t["other"])["text"])
+        for t in json.loads(out)["twins"]
+    ]
+    assert pairs == [("zebra", "mango"), ("zebra", "apple")]
+
+
 # errors
 
 

@@ -7,6 +7,7 @@ Pure: lines are bytes built here, folded with `Index.fold_lines`, viewed at an e
 from __future__ import annotations
 
 import json
+from itertools import permutations
 from typing import Any
 
 from hypothesis import given
@@ -14,7 +15,7 @@ from hypothesis import given
 from memsync.core.lines import BadLine, Header
 from memsync.core.records import Record, canonical
 from memsync.core.timestamps import parse_ts
-from memsync.core.view import Index, View, build_view
+from memsync.core.view import Index, View, build_view, distinct_twins
 from tests.helpers.strategies import instants, line_soups
 
 
@@ -158,6 +159,32 @@ def test_twins_of_different_source_are_reported() -> None:
     v = view(entry("a", 1, "said", source="user"), entry("a", 1, "guessed", source="s"))
     assert [r.fields()["text"] for r in v.live] == ["said"]
     assert len(v.twins) == 1
+
+
+def _distinct(*lines: bytes) -> list[tuple[str, str]]:
+    """`distinct_twins` of what a fold of `lines` met, as (kept, other) texts."""
+    index = Index()
+    index.fold_lines(list(lines), source="m.jsonl")
+    return [
+        (str(a.fields()["text"]), str(b.fields()["text"])) for a, b in distinct_twins(index.twins)
+    ]
+
+
+def test_each_conflict_is_reported_once_whatever_the_order() -> None:
+    """Rule 7: a conflict is reported once, not once per line a merge repeated (rule 14),
+    and the same pairs whatever order a fold read the lines in: the winner (rule 9: the
+    user's, then the greater canonical text) against each other content of its key."""
+    said = entry("a", 1, "said", source="user")
+    zebra, apple = entry("a", 1, "zebra"), entry("a", 1, "apple")
+    other_key = [entry("b", 2, "one"), entry("b", 2, "two")]
+    expected = [("said", "zebra"), ("said", "apple"), ("two", "one")]
+    for order in permutations([said, zebra, apple, zebra, *other_key]):
+        assert _distinct(*order) == expected
+    # Met once per repeated line by the fold itself; once in the report.
+    index = Index()
+    index.fold_lines([zebra, apple, apple, apple], source="m.jsonl")
+    assert len(index.twins) == 3
+    assert _distinct(zebra, apple, apple, apple) == [("zebra", "apple")]
 
 
 # Rule 10: supersession

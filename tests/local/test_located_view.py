@@ -234,9 +234,12 @@ def test_check_reads_the_same_in_one_or_two_processes(
     assert one.twins
     assert one.bad
     doc_one, doc_two = one.to_json(), two.to_json()
-    # The same keys with two contents; which pairs of three or more are met: the fold's order.
-    twins_one = {(t["id"], t["created_at"]) for t in doc_one.pop("twins")}
-    assert {(t["id"], t["created_at"]) for t in doc_two.pop("twins")} == twins_one
+    pairs = [
+        (json.loads(t["kept"])["text"], json.loads(t["other"])["text"]) for t in doc_one["twins"]
+    ]
+    # Each content once ("one" and "two" were written twice), against "two", which won
+    # (rule 9: the greatest canonical text), the others greatest first.
+    assert pairs == [("two", "three"), ("two", "one")]
     assert doc_two == doc_one
 
 
