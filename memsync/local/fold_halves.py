@@ -59,6 +59,7 @@ class _Rest(msgspec.Struct, gc=False):
     secrets: list[SecretFinding]
     future: list[tuple[str, int, Located]]
     superseding: list[tuple[str, int]] | None
+    lines: int
 
 
 _FRAME_RECORDS = 50_000
@@ -147,14 +148,15 @@ def fold_in_halves(
         for span in first:
             fold(result, *span)
         records = result.index.records
-        done = _receive(result, read_end)
+        rest = _receive(result, read_end)
     except BaseException:
         os.kill(pid, signal.SIGKILL)
         raise
     finally:
         os.close(read_end)
         _, status = os.waitpid(pid, 0)
-    if done and os.waitstatus_to_exitcode(status) == 0:
+    if rest is not None and os.waitstatus_to_exitcode(status) == 0:
+        _fold_rest(result, rest, records)
         return
     # The child failed, or sent something unreadable. The best records it sent before are
     # folded in again below with the rest of its half, which changes nothing (the same
@@ -195,15 +197,18 @@ def _send(fd: int, half: ScanResult) -> None:
         secrets=half.secrets,
         future=half.future,  # type: ignore[arg-type]
         superseding=half.superseding,
+        lines=half.lines,
     )
     _write_frame(fd, b"E", msgspec.msgpack.encode(rest))
 
 
-def _receive(result: ScanResult, fd: int) -> bool:
-    """Fold the child's frames into `result` as they come (the fold is order-free: rules
-    8 to 10); whether its last frame arrived, whole and readable."""
+def _receive(result: ScanResult, fd: int) -> _Rest | None:
+    """Fold the child's best records into `result` as they come (the fold is order-free:
+    rules 8 to 10, and folding one again changes nothing); its last frame, or None when it
+    did not arrive whole and readable. The caller folds that in once the child is known
+    to have succeeded (`_fold_rest`): its lists would be there twice if the second half
+    were then folded here again."""
     index = result.index
-    records = index.records
     names: dict[object, object] = {}
     with os.fdopen(os.dup(fd), "rb") as pipe:
         while head := pipe.read(9):
@@ -218,24 +223,30 @@ def _receive(result: ScanResult, fd: int) -> bool:
                         index.add(_interned(rec, names))
                     continue
                 if head[:1] != b"E":
-                    return False
-                rest = _decode_rest(body)
+                    return None
+                return _decode_rest(body)
             except msgspec.DecodeError:
-                return False
-            index.records = records + rest.records
-            superseded = index.superseded
-            for rid, bits in rest.superseded.items():
-                superseded[rid] = superseded.get(rid, 0) | bits
-            index.twins += rest.twins
-            result.bad += rest.bad
-            result.headers += rest.headers
-            result.headerless += rest.headerless
-            result.secrets += rest.secrets
-            result.future += rest.future
-            if rest.superseding is not None:  # after the first half's: the file's order
-                result.superseding = (result.superseding or []) + rest.superseding
-            return True
-    return False
+                return None
+    return None
+
+
+def _fold_rest(result: ScanResult, rest: _Rest, records: int) -> None:
+    """The child's last frame folded into `result`, which held `records` records before
+    the child's best ones were folded in."""
+    index = result.index
+    index.records = records + rest.records
+    superseded = index.superseded
+    for rid, bits in rest.superseded.items():
+        superseded[rid] = superseded.get(rid, 0) | bits
+    index.twins += rest.twins
+    result.bad += rest.bad
+    result.headers += rest.headers
+    result.headerless += rest.headerless
+    result.secrets += rest.secrets
+    result.future += rest.future
+    result.lines += rest.lines
+    if rest.superseding is not None:  # after the first half's: the file's order
+        result.superseding = (result.superseding or []) + rest.superseding
 
 
 def _interned(rec: Described, names: dict[object, object]) -> Described:

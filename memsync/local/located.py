@@ -310,12 +310,13 @@ def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool, now: int | N
                 end = offset if stop is None else min(stop, offset)
                 for chunk in read_chunks_fd(fd, start, n, end, chunk_bytes=_CHUNK_BYTES):
                     _fold(result, chunk, name, file_no, None, hashed=hashes, described=True)
+                    result.lines += len(chunk.lines)
 
             if cut is None:
                 fold(view.scan, 0, 0, None, 1)
             else:
                 fold_in_halves(view.scan, view._fds, *cut, fold)
-            line = 1 + _count_lines(fd, offset) if offset >= store.min_bytes else 0
+            line = 1 + view.scan.lines if offset >= store.min_bytes else 0
         # The store's hash column is lazy (`memsync.local.viewstore`): a digest fills in
         # what it lacks, and saves it however little was appended, so the next is warm.
         view.described = True
@@ -354,18 +355,6 @@ def _last_line_end(fd: int, size: int) -> int:
             return start + found + 1
         end = start
     return 0
-
-
-def _count_lines(fd: int, size: int) -> int:
-    """How many "\n" the first `size` bytes of `fd` hold."""
-    total = pos = 0
-    while pos < size:
-        block = os.pread(fd, min(_RUN_BYTES * 8, size - pos), pos)
-        if not block:
-            break
-        total += block.count(b"\n")
-        pos += len(block)
-    return total
 
 
 def _fold(

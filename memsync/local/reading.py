@@ -76,6 +76,9 @@ class ScanResult:
     """Every entry that supersedes an id (rule 10), in the order folded: (the id it
     supersedes, its `Located.at`). Collected by the located fold only (`local.located`;
     handoff hands each over, issue 20); None: not collected."""
+    lines: int = 0
+    """How many lines the persistent view's fold read (`local.located`, where its store
+    takes the number of the next line from); 0 where not counted."""
 
 
 def scan(

@@ -27,7 +27,7 @@ from memsync.core.timestamps import SECOND, format_ts
 from memsync.errors import UnsupportedFormat
 from memsync.local.fresh import header_line
 from memsync.local.located import check_files, located_view
-from memsync.local.reading import scan, view_of
+from memsync.local.reading import ScanResult, scan, view_of
 from memsync.local.statedir import StateDir
 from memsync.local.viewstore import ViewStore
 
@@ -157,6 +157,43 @@ def test_an_error_in_either_half_is_raised_as_one_process_raises_it(
     assert str(two.value) == str(one.value)
     assert f"m.jsonl:{at + 2}:" in str(two.value)  # after the header line
     assert forks == [1]
+
+
+def test_a_child_that_fails_after_sending_its_half_is_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child that sent its whole half but did not exit cleanly (killed after its last
+    write) is a failed child: the parent folds the second half again, and what the child
+    sent is not counted twice (bad lines, twins, records, the lines read, which number
+    the persistent view's next line)."""
+    lines = _lines(random.Random(5), 600)
+    for at, text in ((10, "one"), (11, "two"), (580, "three"), (581, "four")):
+        twin = {"id": f"tw{at // 100}", "kind": "fact", "text": text, "created_at": format_ts(T0)}
+        lines.insert(at, json.dumps(twin).encode())
+    path = tmp_path / "m.jsonl"
+    _write(path, lines)
+
+    def fold(state: str) -> tuple[object, ...]:
+        store = ViewStore(StateDir(tmp_path / state), min_bytes=0)
+        with located_view([path], NOW, store) as view:
+            scan = view.scan
+            return scan.bad, len(scan.index.twins), scan.index.records, scan.lines
+
+    one = fold("one")
+    forks = _in_two_processes(monkeypatch)
+    real_send = memsync.local.fold_halves._send
+
+    def send_then_die(fd: int, half: ScanResult) -> None:
+        real_send(fd, half)
+        os._exit(9)
+
+    monkeypatch.setattr(memsync.local.fold_halves, "_send", send_then_die)
+    two = fold("two")
+    assert forks == [1]
+    assert one[0]
+    assert one[1]  # the shapes are there: bad lines, twins
+    assert one[3] == path.read_bytes().count(b"\n")
+    assert two == one
 
 
 def test_a_tie_goes_to_the_greater_canonical_line_read_again(tmp_path: Path) -> None:
