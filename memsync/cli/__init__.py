@@ -27,6 +27,7 @@ from memsync.cli._common import (
 )
 from memsync.cli._quickargs import lazy_handler as _lazy
 from memsync.cli._quickargs import quick_args
+from memsync.cli._statedir import configured_state_dir_set
 from memsync.core.records import KINDS
 from memsync.errors import MemsyncError, NotQuiet
 from memsync.local import logs
@@ -321,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress = progress_line(sys.stderr, quiet=args.quiet)
         args.progress = progress
         try:
-            return handler(args)
+            with configured_state_dir_set(getattr(args, "config", None)):  # the daemon's
+                return handler(args)
         finally:
             logs.unconfigured()
             if progress is not None:

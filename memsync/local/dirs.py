@@ -13,6 +13,7 @@ from pathlib import Path
 __all__ = [
     "DEFAULT_MEMORY_NAME",
     "FORMER_DEFAULT_MEMORY_FILE",
+    "STATE_DIR_VARIABLE",
     "default_config_path",
     "default_memory_path",
     "default_state_dir",
@@ -38,9 +39,19 @@ def xdg_dir(env: Mapping[str, str], var: str, fallback: str) -> Path:
     return Path(os.path.expanduser(fallback))
 
 
+STATE_DIR_VARIABLE = "MEMSYNC_STATE_DIR"
+"""The environment variable naming the state directory: the command line sets it from the
+config's `state_dir` (`memsync.cli._statedir`), so that every command, the daemon, the MCP
+server and the processes they start keep one state directory."""
+
+
 def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Return `$XDG_STATE_HOME/memsync`, else `~/.local/state/memsync`."""
+    """Return `$MEMSYNC_STATE_DIR` when it is an absolute path (`~` expanded), else
+    `$XDG_STATE_HOME/memsync`, else `~/.local/state/memsync`."""
     env = os.environ if env is None else env
+    named = os.path.expanduser(env.get(STATE_DIR_VARIABLE, ""))
+    if named and os.path.isabs(named):
+        return Path(named)
     return xdg_dir(env, "XDG_STATE_HOME", "~/.local/state") / "memsync"
 
 
