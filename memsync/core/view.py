@@ -199,26 +199,38 @@ class Index:
         return cur
 
 
-def distinct_twins(pairs: Iterable[tuple[Record, Record]]) -> list[tuple[Record, Record]]:
-    """Each conflict of `pairs` (twins met by a fold, records holding their lines) once:
-    for each key, the record that wins there (rule 9: the user one, then the greater
-    canonical text) paired with each other content met at that key (rule 7: by canonical
-    content), keys in the order of (id, instant), a key's others greatest text first.
+def distinct_twins(
+    pairs: Iterable[tuple[Record, Record]], index: Index
+) -> list[tuple[Record, Record]]:
+    """The conflicts (rule 7) among `pairs`, twins met by the fold into `index` (records
+    holding their lines), each once and the same whatever order the fold read: for each
+    key, the record that wins there (rule 9: the user one, then the greater canonical
+    text) paired with each other content met there, keys by (id, instant), a key's
+    others greatest text first.
 
-    A fold meets a pair once per line it reads, and a merge repeats lines (rule 14); with
-    three contents or more, which pairs it meets follows its reading order. This answer
-    is the same for any order at the key of each class's current version, where a fold
-    meets every content (`Index.add` compares each record with the best of its key); twins
-    at a key a later version replaced are met only when read before that version."""
+    Only the keys of current versions: a pair of one class where that class's best
+    version of the id lies, a pair across the classes where both classes' do. A fold
+    keeps the best version of each class (`Index.add`), so it meets every content at
+    those keys whatever the order, and a twin at an older key only when it reads it
+    before a later version: reported so, `check` would answer by the order of the lines.
+    And a fold meets a pair once per line it reads (a merge repeats lines, rule 14)."""
     contents: dict[tuple[str, int], dict[bytes, Record]] = {}
     for pair in pairs:
-        for rec in pair:
-            contents.setdefault((rec.id, rec.ts), {}).setdefault(canonical_line(rec.raw), rec)
+        if all(_at_current_key(rec, index) for rec in pair):
+            for rec in pair:
+                key = (rec.id, rec.ts)
+                contents.setdefault(key, {}).setdefault(canonical_line(rec.raw), rec)
     found: list[tuple[Record, Record]] = []
     for key in sorted(contents):
         met = sorted(contents[key].items(), key=lambda c: (c[1].user, c[0]), reverse=True)
         found += [(met[0][1], other) for _, other in met[1:]]
     return found
+
+
+def _at_current_key(rec: Record, index: Index) -> bool:
+    """Whether `rec` has the key of its class's best version in `index` (rule 9)."""
+    best = (index.user if rec.user else index.inferred).get(rec.id)
+    return best is not None and best.ts == rec.ts
 
 
 class View(msgspec.Struct, frozen=True):

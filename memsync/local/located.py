@@ -218,7 +218,8 @@ def check_files(paths: Sequence[Path], now: int | None = None) -> CheckReport:
     limit = (now_us() if now is None else now) + FUTURE_TOLERANCE
     with _first_pass(paths, limit) as view:
         scan = view.scan
-        twins = distinct_twins((_whole(a, view), _whole(b, view)) for a, b in scan.index.twins)
+        pairs = ((_whole(a, view), _whole(b, view)) for a, b in scan.index.twins)
+        twins = distinct_twins(pairs, scan.index)
         future = [(name, n, _whole(rec, view)) for name, n, rec in scan.future]
     return CheckReport(scan.bad, twins, scan.secrets, future)
 

@@ -207,7 +207,9 @@ def view_of(paths: Sequence[Path], now: int | None = None) -> MemoryView:
     result = scan(paths)
     with no_gc():  # sorting a million live records allocates a million keys
         view: View = build_view(result.index, now_us() if now is None else now)
-    return MemoryView(view.live, result.bad, distinct_twins(view.twins), result.headerless)
+    return MemoryView(
+        view.live, result.bad, distinct_twins(view.twins, result.index), result.headerless
+    )
 
 
 class _PromptFields(msgspec.Struct, gc=False):

@@ -48,7 +48,7 @@ def stored_view(path: Path, store: ViewStore, now: int | None = None) -> MemoryV
     return MemoryView(
         records,
         view.scan.bad,
-        distinct_twins(zip(parsed[::2], parsed[1::2], strict=True)),
+        distinct_twins(zip(parsed[::2], parsed[1::2], strict=True), view.scan.index),
         view.scan.headerless,
     )
 

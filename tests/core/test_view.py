@@ -166,7 +166,8 @@ def _distinct(*lines: bytes) -> list[tuple[str, str]]:
     index = Index()
     index.fold_lines(list(lines), source="m.jsonl")
     return [
-        (str(a.fields()["text"]), str(b.fields()["text"])) for a, b in distinct_twins(index.twins)
+        (str(a.fields()["text"]), str(b.fields()["text"]))
+        for a, b in distinct_twins(index.twins, index)
     ]
 
 
@@ -185,6 +186,21 @@ def test_each_conflict_is_reported_once_whatever_the_order() -> None:
     index.fold_lines([zebra, apple, apple, apple], source="m.jsonl")
     assert len(index.twins) == 3
     assert _distinct(zebra, apple, apple, apple) == [("zebra", "apple")]
+
+
+def test_conflicts_are_reported_at_the_keys_of_current_versions_only() -> None:
+    """Rule 7's report is the same whatever the order: at a key that a later version of
+    the user's replaced, the fold meets the user's twin only when it reads it before that
+    version, so only the inferred conflict there is reported, in every order (found in a
+    review: 20 orders of 24 named "said" the winner, 4 named "zebra")."""
+    said, later = entry("a", 1, "said", source="user"), entry("a", 2, "later", source="user")
+    zebra, apple = entry("a", 1, "zebra"), entry("a", 1, "apple")
+    old_user = [entry("b", 1, "x", source="user"), entry("b", 1, "y", source="user")]
+    newer = entry("b", 3, "z", source="user")
+    answers = {tuple(_distinct(*order)) for order in permutations([said, later, zebra, apple])} | {
+        tuple(_distinct(*order)) for order in permutations([*old_user, newer])
+    }
+    assert answers == {(("zebra", "apple"),), ()}
 
 
 # Rule 10: supersession
