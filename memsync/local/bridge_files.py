@@ -4,15 +4,21 @@ else wrote, keeping links, modes and owners.
 - `read_bridged` reads the file through any symbolic link (stow, chezmoi and yadm link
   `CLAUDE.md` and `AGENTS.md` into a repository): the bytes, the link's target, its stat.
 - `replace_if_unchanged` writes new bytes to the *target* (a temp file in the target's
-  folder, renamed over it, so a reader sees the old file or the new one, and a kill -9
-  leaves it whole; the temp file a killed memsync left is removed by the next write) only
-  if the target still holds what was read: a person or an agent writing meanwhile keeps
-  their bytes, and the caller reads again. A file changed less than `SETTLE_NS` ago is not
-  replaced before it has been still that long: an editor or an agent that truncated it
-  may not have written its bytes yet, and they would land in the file memsync replaced
-  (so be lost). A write that lands on the old file between the check and the rename is
-  found after it, and the writer's bytes are put back. The link stays a link; the mode
-  and the owner are the target's. A read-only target (Home Manager links into
+  folder, swapped with it in one step where the system can, else renamed over it: a
+  reader sees the old file or the new one, and a kill -9 leaves it whole; the temp file
+  a killed memsync left is removed by the next read) only if the target still holds what
+  was read: a person or an agent writing meanwhile keeps their bytes, and the caller
+  reads again. A file changed less than `SETTLE_NS` ago is not replaced before it has
+  been still that long: an editor or an agent that truncated it may not have written its
+  bytes yet, and they would land in the file memsync replaced (so be lost). A write that
+  lands between the check and the replace is found after it: swapped, the old file goes
+  back as it is (once still: a writer that truncated it writes first), or a file an
+  editor renamed in meanwhile; renamed over, what was written is copied back. Written on
+  both sides, the old file is kept beside the new one (`<name>.memsync-conflict-<time>`)
+  and the log says so. Left open: a writer that saves by a rename in that window where
+  the system cannot swap (its file is replaced), and a kill -9 within the replace while
+  another program writes. The link stays a link; the mode and the owner are the
+  target's. A read-only target (Home Manager links into
   `/nix/store`), a folder memsync cannot write a temp file in, or a hard-linked file (a
   rename would split the links) is refused with the reason (`BridgeRefused`).
 - `may_create`: memsync never creates a `CLAUDE.md` or `CLAUDE.local.md` in a project
@@ -22,11 +28,15 @@ else wrote, keeping links, modes and owners.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
 import glob
 import os
 import secrets
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -60,13 +70,16 @@ class Snapshot:
 
 
 def read_bridged(path: Path) -> Snapshot:
-    """The file at `path`, read through its links.
+    """The file at `path`, read through its links (and the temp files a killed memsync
+    left beside it removed, `_sweep`: a sync that has nothing to write leaves none).
 
     Raises:
         BridgeRefused: it is a folder, or its folder does not exist.
         OSError: it cannot be read (naming it).
     """
     target = Path(os.path.realpath(path))
+    with contextlib.suppress(OSError):  # (a folder that cannot be listed: nothing to sweep)
+        _sweep(target)
     try:
         with open(target, "rb") as f:
             st = os.fstat(f.fileno())
@@ -113,19 +126,19 @@ def replace_if_unchanged(snap: Snapshot, data: bytes) -> bool:
         OSError: a write failed (nothing is left half written).
     """
     target = snap.target
+    _sweep(target)  # first: a killed memsync's temp file may be a second link to it
     if snap.stat is not None:
         if not os.access(target, os.W_OK):
             raise BridgeRefused(
                 f"{snap.path}: {target} is read-only (a link into read-only storage?); "
                 "point the bridge at a writable file"
             )
-        if snap.stat.st_nlink > 1:
+        links = _links(target)
+        if links > 1:
             raise BridgeRefused(
-                f"{snap.path}: {target} has {snap.stat.st_nlink} hard links, which a "
+                f"{snap.path}: {target} has {links} hard links, which a "
                 "replace would split; use a symbolic link instead"
             )
-    _sweep(target)
-    if snap.stat is not None:
         _wait_until_still(snap)
     tmp = _write_temp(snap, data)
     try:
@@ -139,17 +152,45 @@ def replace_if_unchanged(snap: Snapshot, data: bytes) -> bool:
             if old is None:
                 return False
             with old:
-                os.replace(tmp, target)
-                old.seek(0)
-                late = old.read()
-            if late != snap.data:
-                _put_back(snap, late, data)
-                return False
+                if not _replace_held(snap, tmp, old, data):
+                    return False
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
     fsync_dir(target.parent)
     return True
+
+
+def _replace_held(snap: Snapshot, tmp: Path, old: BinaryIO, data: bytes) -> bool:
+    """Put the temp file `tmp` (holding `data`) in place of the target, which `old` holds
+    open and which held `snap.data` just now; False when someone wrote it meanwhile, whose
+    bytes are then in place again (or, written on both sides, kept beside it).
+
+    Where the system swaps two files in one step (`_swap`), the old file is swapped out,
+    not unlinked: a writer that replaced the target meanwhile gets its file back at once;
+    one that wrote in place (or truncated and not yet written) gets its own file back,
+    the same inode, once it has been still for `SETTLE_NS`, so it may go on writing to it.
+    Elsewhere the old file is renamed over, and what was written to it is copied back."""
+    target = snap.target
+    if not _swap(tmp, target):
+        os.replace(tmp, target)
+        late = _settled(old, snap.data)
+        if late != snap.data:
+            _put_back(snap, late, data)
+            return False
+        return True
+    # `tmp` now names what the target was at the swap.
+    held, out = os.fstat(old.fileno()), os.stat(tmp)
+    if (out.st_dev, out.st_ino) != (held.st_dev, held.st_ino):
+        _swap(tmp, target)  # replaced meanwhile by another writer: its file goes back
+        return False
+    if _settled(old, snap.data) == snap.data:
+        return True  # (`tmp`, the old file, is removed by the caller)
+    if read_bridged(snap.path).data == data:
+        _swap(tmp, target)  # written in place meanwhile: that file goes back
+        return False
+    _keep_beside(snap, tmp)  # written on both sides: the old file is kept beside
+    return False
 
 
 def _write_temp(snap: Snapshot, data: bytes) -> Path:
@@ -181,9 +222,11 @@ def _write_temp(snap: Snapshot, data: bytes) -> Path:
             os.fsync(fd)
         finally:
             os.close(fd)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno:  # (naming the file, not the temp file)
+            raise OSError(exc.errno, exc.strerror, str(snap.path)) from exc
         raise
     return tmp
 
@@ -191,11 +234,12 @@ def _write_temp(snap: Snapshot, data: bytes) -> Path:
 def _put_back(snap: Snapshot, late: bytes, ours: bytes) -> None:
     """Put `late`, what a writer that had the old file open wrote to it between the check
     and the rename, back in place of `ours`; if the target changed again since (it no
-    longer holds `ours`), that newer write stands."""
-    if read_bridged(snap.path).data != ours:
-        return
+    longer holds `ours`), that newer write stands and `late` is kept beside it."""
     tmp = _write_temp(snap, late)
     try:
+        if read_bridged(snap.path).data != ours:
+            _keep_beside(snap, tmp)
+            return
         os.replace(tmp, snap.target)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -241,12 +285,102 @@ def _keep_owner(fd: int, snap: Snapshot) -> None:
 
 
 def _wait_until_still(snap: Snapshot) -> None:
-    """Sleep until the file `snap` read has been still for `SETTLE_NS` (a clock that puts
-    its times in the future, a network file system's, is not waited for)."""
+    """Sleep until the file `snap` read has been still for `SETTLE_NS`; a file timed
+    ahead of this clock (a network file system's clock, a few milliseconds or an hour
+    ahead) is waited for `SETTLE_NS` once: the check after the wait compares its bytes."""
     assert snap.stat is not None
     age = time.time_ns() - snap.stat.st_mtime_ns
-    if 0 <= age < SETTLE_NS:
-        time.sleep((SETTLE_NS - age) / 1e9)
+    if age < SETTLE_NS:
+        time.sleep((SETTLE_NS - max(age, 0)) / 1e9)
+
+
+def _settled(f: BinaryIO, was: bytes | None) -> bytes:
+    """The bytes of the open file `f`: at once when they are still `was`; else once its
+    size and modification time have not moved for `SETTLE_NS` (observed here, no clock
+    compared: a writer that truncated it may not have written yet), `_SETTLE_TRIES` waits
+    at most."""
+    f.seek(0)
+    data = f.read()
+    if data == was:
+        return data
+    before = os.fstat(f.fileno())
+    for _ in range(_SETTLE_TRIES):
+        time.sleep(SETTLE_NS / 1e9)
+        now = os.fstat(f.fileno())
+        if (now.st_size, now.st_mtime_ns) == (before.st_size, before.st_mtime_ns):
+            break
+        before = now
+    f.seek(0)
+    return f.read()
+
+
+_SETTLE_TRIES = 20
+"""A file written to without a pause for this many `SETTLE_NS` (6 s) is taken as it is."""
+
+
+def _swap(a: Path, b: Path) -> bool:
+    """Exchange the files named `a` and `b` in one step (Linux `renameat2` with
+    RENAME_EXCHANGE, macOS `renamex_np` with RENAME_SWAP); False, nothing done, where the
+    system or the file system cannot.
+
+    Raises:
+        OSError: the exchange failed otherwise (naming `b`).
+    """
+    call = _swap_call()
+    if call is None:
+        return False
+    if call(os.fsencode(a), os.fsencode(b)) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False  # (a file system without it: a network one, an old overlay)
+    raise OSError(code, os.strerror(code), str(b))
+
+
+@functools.cache
+def _swap_call() -> Callable[[bytes, bytes], int] | None:
+    """The C call that exchanges two paths, or None on a system without one."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    if sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+        renamex = libc.renamex_np
+        renamex.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint)
+        return lambda a, b: int(renamex(a, b, _RENAME_SWAP))
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):  # glibc 2.28 on
+        renameat2 = libc.renameat2
+        renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
+        renameat2.argtypes += (ctypes.c_uint,)
+        return lambda a, b: int(renameat2(_AT_FDCWD, a, _AT_FDCWD, b, _RENAME_EXCHANGE))
+    return None
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2  # <linux/fs.h>
+_RENAME_SWAP = 2  # <stdio.h> on macOS
+
+
+def _keep_beside(snap: Snapshot, tmp: Path) -> None:
+    """Keep the old file `tmp`, written to while memsync replaced it and then the new one
+    written too, beside the target as `<name>.memsync-conflict-<time>` (never a silent
+    drop), and say so in the log."""
+    from memsync.local.logs import get_logger
+
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    kept = snap.target.with_name(f"{snap.target.name}.memsync-conflict-{stamp}")
+    os.replace(tmp, kept)
+    get_logger("memsync").warning(
+        "%s: written by another program on both sides of memsync's replace: its earlier "
+        "bytes are kept in %s",
+        snap.path,
+        kept,
+    )
+
+
+def _links(target: Path) -> int:
+    """How many hard links `target` has now."""
+    return os.stat(target).st_nlink
 
 
 def _open_unchanged(snap: Snapshot) -> BinaryIO | None:

@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -453,37 +454,49 @@ def test_one_sync_of_a_bridge_at_a_time(
 KILLED_AT_RENAME = """
 import os, sys
 from pathlib import Path
-from memsync.core.bridge_block import Selection
+from memsync.local import bridge_files
 from memsync.local.bridges import Bridge, sync_bridge
 
-memory, path, state = sys.argv[1:]
-replace = os.replace
+memory, path, state, when = sys.argv[1:]
+replace_held, swap = bridge_files._replace_held, bridge_files._swap
 
-def killed(src, dst):
-    if str(dst) == path:  # the temp file is written and synced: kill -9 before the rename
-        os.kill(os.getpid(), 9)
-    replace(src, dst)
+def killed_before(*args):  # the temp file is written and synced: kill -9 before it goes in
+    os.kill(os.getpid(), 9)
 
-os.replace = killed
+def killed_after(a, b):  # swapped in: the old file lies at the temp file's name
+    swap(a, b)
+    os.kill(os.getpid(), 9)
+
+if when == "before":
+    bridge_files._replace_held = killed_before
+else:
+    bridge_files._swap = killed_after
 sync_bridge(memory, Bridge(Path(path), "agents-md"), machine="m1", state_dir=state)
 """
 
 
-def test_kill_9_at_the_rename_leaves_the_file_whole_and_no_temp_behind(
-    mem: Memory, tmp_path: Path
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_kill_9_at_the_replace_leaves_the_file_whole_and_no_temp_behind(
+    mem: Memory, tmp_path: Path, when: str
 ) -> None:
+    from memsync.local import bridge_files
+
+    if when == "after" and bridge_files._swap_call() is None:
+        pytest.skip("this system swaps no files")
     agents = tmp_path / "AGENTS.md"
     agents.write_text(PERSON, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-c", KILLED_AT_RENAME, str(mem.path), str(agents), str(tmp_path / "st")],
-        check=False,
-    )
+    os.utime(agents, (time.time() - 60, time.time() - 60))
+    args = [str(mem.path), str(agents), str(tmp_path / "st"), when]
+    done = subprocess.run([sys.executable, "-c", KILLED_AT_RENAME, *args], check=False)
     assert done.returncode == -9
-    assert agents.read_text(encoding="utf-8") == PERSON  # the old file, whole
+    if when == "before":
+        assert agents.read_text(encoding="utf-8") == PERSON  # the old file, whole
+    else:
+        assert _outside(agents) == PERSON  # the new one, whole
     assert len(list(tmp_path.glob(".AGENTS.md.memsync-*"))) == 1  # what the kill left
     bridge = Bridge(agents, "agents-md")
     res = sync_bridge(mem.path, bridge, machine="m1", state_dir=tmp_path / "st")
-    assert res.written
+    assert res.written == (when == "before")
     assert res.appended == 0  # the pending rendering is not read as edits
     assert _outside(agents) == PERSON
     assert list(tmp_path.glob(".AGENTS.md.memsync-*")) == []
