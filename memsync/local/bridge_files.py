@@ -182,12 +182,12 @@ def _replace_held(snap: Snapshot, tmp: Path, old: BinaryIO, data: bytes) -> bool
     # `tmp` now names what the target was at the swap.
     held, out = os.fstat(old.fileno()), os.stat(tmp)
     if (out.st_dev, out.st_ino) != (held.st_dev, held.st_ino):
-        _swap(tmp, target)  # replaced meanwhile by another writer: its file goes back
+        _swap_back(snap, tmp)  # replaced meanwhile by another writer: its file goes back
         return False
     if _settled(old, snap.data) == snap.data:
         return True  # (`tmp`, the old file, is removed by the caller)
     if read_bridged(snap.path).data == data:
-        _swap(tmp, target)  # written in place meanwhile: that file goes back
+        _swap_back(snap, tmp)  # written in place meanwhile: that file goes back
         return False
     _keep_beside(snap, tmp)  # written on both sides: the old file is kept beside
     return False
@@ -359,6 +359,18 @@ def _swap_call() -> Callable[[bytes, bytes], int] | None:
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2  # <linux/fs.h>
 _RENAME_SWAP = 2  # <stdio.h> on macOS
+
+
+def _swap_back(snap: Snapshot, tmp: Path) -> None:
+    """Swap the file at `tmp` (someone's, swapped out) back in place of ours; should that
+    fail, it is kept beside the target rather than removed with the temp file."""
+    try:
+        if _swap(tmp, snap.target):
+            return
+        raise OSError(errno.ENOTSUP, "the file system no longer swaps files", str(snap.path))
+    except OSError:
+        _keep_beside(snap, tmp)
+        raise
 
 
 def _keep_beside(snap: Snapshot, tmp: Path) -> None:

@@ -226,6 +226,38 @@ def test_a_full_disk_when_putting_bytes_back_loses_none_where_files_are_swapped(
     assert path.read_bytes() == BEFORE + b"late\n"
 
 
+def test_a_file_that_cannot_be_swapped_back_is_kept_beside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written in place in the window, the old file goes back by a second swap; should
+    that one fail, the old file is kept beside the target, not removed as a temp file."""
+    if bridge_files._swap_call() is None:
+        pytest.skip("this system swaps no files")
+    path = _aged(tmp_path)
+    snap = read_bridged(path)
+    real = bridge_files._swap
+    calls: list[int] = []
+
+    def once(a: Path, b: Path) -> bool:
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(b))
+        return real(a, b)
+
+    def late_append() -> None:
+        with open(path, "ab") as f:
+            f.write(b"late\n")
+
+    monkeypatch.setattr(bridge_files, "_swap", once)
+    _meanwhile(monkeypatch, late_append)
+    with pytest.raises(OSError, match="Input/output error"):
+        replace_if_unchanged(snap, OURS)
+    assert path.read_bytes() == OURS
+    [kept] = [p for p in tmp_path.iterdir() if p.name != "AGENTS.md"]
+    assert kept.name.startswith("AGENTS.md.memsync-conflict-")
+    assert kept.read_bytes() == BEFORE + b"late\n"
+
+
 def _full_disk(fd: int, data: bytes) -> None:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
