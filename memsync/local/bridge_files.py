@@ -126,17 +126,15 @@ def replace_if_unchanged(snap: Snapshot, data: bytes) -> bool:
         OSError: a write failed (nothing is left half written).
     """
     target = snap.target
-    _sweep(target)  # first: a killed memsync's temp file may be a second link to it
     if snap.stat is not None:
         if not os.access(target, os.W_OK):
             raise BridgeRefused(
                 f"{snap.path}: {target} is read-only (a link into read-only storage?); "
                 "point the bridge at a writable file"
             )
-        links = _links(target)
-        if links > 1:
+        if snap.stat.st_nlink > 1:  # (`read_bridged` swept a killed memsync's temp links)
             raise BridgeRefused(
-                f"{snap.path}: {target} has {links} hard links, which a "
+                f"{snap.path}: {target} has {snap.stat.st_nlink} hard links, which a "
                 "replace would split; use a symbolic link instead"
             )
         _wait_until_still(snap)
@@ -388,11 +386,6 @@ def _keep_beside(snap: Snapshot, tmp: Path) -> None:
         snap.path,
         kept,
     )
-
-
-def _links(target: Path) -> int:
-    """How many hard links `target` has now."""
-    return os.stat(target).st_nlink
 
 
 def _open_unchanged(snap: Snapshot) -> BinaryIO | None:
