@@ -337,6 +337,24 @@ def test_a_window_of_common_words_ranks_by_words_held_then_the_newer(tmp_path: P
     assert found == [(both, 2.0), (retry, 1.0), (job, 1.0), *((r, 1.0) for r in older[::-1])]
 
 
+def test_one_common_word_gives_every_line_holding_it_the_newest_first(tmp_path: Path) -> None:
+    """A query of one common word: each line holds it once, so the window's order is the
+    newest line first; every line holding it comes, once, across pages (`batch`) and past
+    lines without it."""
+    path = tmp_path / "m.jsonl"
+    mem = Memory.open(path)
+    holding = []
+    for n in range(9):
+        holding.append(mem.add("fact", f"Retry number {n} went fine.").id)
+        mem.add("fact", f"Unrelated line {n}.")
+    with TextIndex(path, tmp_path / "fts.sqlite") as index:
+        index.refresh()
+        found = [(c[0], c[2]) for c in index.candidates("retries", batch=2, common=3)]
+        windowed = [(c[0], c[2]) for c in index.candidates("retry zebra", batch=2, common=3)]
+    assert found == [(rid, 1.0) for rid in reversed(holding)]
+    assert windowed == found  # "zebra" held by no line: the same lines, the same order
+
+
 def test_recall_of_a_common_word_reads_older_lines_past_stale_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
