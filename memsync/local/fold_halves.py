@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -25,6 +24,7 @@ import msgspec
 
 from memsync.core.lines import BadLine, Header
 from memsync.core.records import Described, Located
+from memsync.local.forking import fork_is_safe
 from memsync.local.reading import ScanResult, SecretFinding
 
 __all__ = ["Span", "fold_in_halves", "halves"]
@@ -76,9 +76,7 @@ def halves(fds: Sequence[int]) -> tuple[list[Span], list[Span]] | None:
     copies only the calling one) or would not run on a core of its own."""
     sizes = [os.fstat(fd).st_size for fd in fds]
     total = sum(sizes)
-    if not hasattr(os, "fork") or threading.active_count() > 1:
-        return None
-    if (os.cpu_count() or 1) < 2:
+    if not fork_is_safe():
         return None
     before = 0
     for file_no, size in enumerate(sizes):

@@ -17,13 +17,13 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import threading
 from array import array
 from collections.abc import Callable
 from itertools import chain, compress, repeat
 from operator import ge, lt
 from typing import NamedTuple
 
+from memsync.local.forking import fork_is_safe
 from memsync.local.viewranks_write import Part, _Slot, finish, join, part
 
 __all__ = ["PARALLEL_IDS", "build_in_halves"]
@@ -71,7 +71,7 @@ def build_in_halves(
     tables = (tombs.ids, user.ids, inferred.ids)
     pivot = None
     total = sum(map(len, tables))
-    if total >= max(parallel_from, 1) and _can_fork():
+    if total >= max(parallel_from, 1) and fork_is_safe():
         step = max(1, total // _SAMPLE)
         sample = sorted(chain.from_iterable(ids[::step] for ids in tables))
         pivot = sample[min(len(sample) - 1, int(len(sample) * share))] if sample else None
@@ -110,10 +110,6 @@ def build_in_halves(
     if not isinstance(got, Part) or os.waitstatus_to_exitcode(status) != 0:
         got = _part(tombs, user, inferred, superseded, floor, pivot, high=True)
     return finish(join(low, got))
-
-
-def _can_fork() -> bool:
-    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
 
 
 def _part(

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import memsync.local.fold_halves
+import memsync.local.forking
 import memsync.local.located
 from memsync.core.lines import MAX_LINE_BYTES
 from memsync.core.records import Described, Located, Record
@@ -84,9 +85,7 @@ def _in_two_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     # thread). A test process always has some (pytest-xdist's channel, a paramiko
     # transport an earlier test left), none of which the child touches: let it fork here,
     # so that what is compared is really one process against two.
-    monkeypatch.setattr(
-        memsync.local.fold_halves, "threading", SimpleNamespace(active_count=lambda: 1)
-    )
+    monkeypatch.setattr(memsync.local.forking, "threading", SimpleNamespace(active_count=lambda: 1))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     return forks
 
