@@ -156,11 +156,12 @@ def _write_shown(
 
 
 def _view_store() -> ViewStore:
-    """The persistent views of memory files in the default state directory (issue 20)."""
+    """The persistent views of memory files in the default state directory (issue 20),
+    a large file's written by a detached process while the command answers."""
     from memsync.local.statedir import StateDir
-    from memsync.local.viewstore import ViewStore
+    from memsync.local.viewstore import DETACH_BYTES, ViewStore
 
-    return ViewStore(StateDir.of())
+    return ViewStore(StateDir.of(), detach_from=DETACH_BYTES)
 
 
 def _selected(

@@ -285,6 +285,8 @@ def _stored_pass(view: LocatedView, store: ViewStore, hashes: bool, now: int | N
     [path], [fd] = view.paths, view._fds
     name = str(path)
     resumed = store.resume(path, fd, name, hashes=hashes)
+    if resumed is None and store.built_meanwhile(path, fd):  # (by a command just before)
+        resumed = store.resume(path, fd, name, hashes=hashes)
     kept = (b"", b"") if resumed is None else resumed.kept
     with errors_named(path), no_gc():
         if resumed is not None:

@@ -27,6 +27,8 @@ the root itself.
   bridges/<name>-<key>.lock  one sync of a bridged file at a time
   view/<name>-<key>.view     a memory file's persistent view (`viewstore.ViewStore`)
   view/<name>-<key>.ranks    its quick part, read in place: per id, and the prompt's order
+  view/<name>-<key>.seen     a note that spares the check of the bytes it folded
+  view/<name>-<key>.building held (flock) by a detached process writing the view
 ```
 
 `<name>` is a memory file's name cut to 40 characters, `<key>` a hash of its real path,
@@ -194,6 +196,12 @@ class StateDir(msgspec.Struct, frozen=True):
         before each use (`memsync.local.viewstore`)."""
         key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(path)))
         return self._under("view", f"{path.name[:40]}-{key}.view")
+
+    def view_build_lock(self, path: Path) -> Path:
+        """Held by a detached process while it writes the persistent view of memory file
+        `path` (`memsync.local.viewbuild`): a command that finds no store waits for it."""
+        key = xxhash.xxh3_64_hexdigest(os.fsencode(os.path.realpath(path)))
+        return self._under("view", f"{path.name[:40]}-{key}.building")
 
     def view_ranks(self, path: Path) -> Path:
         """The quick part of the persistent view of memory file `path`, read in place

@@ -1,0 +1,93 @@
+"""A persistent view written by a detached process, and the wait for it (issue 20).
+
+The first command on a large memory file folds it (seconds at a million records), then
+writes its store (`memsync.local.viewstore`), which costs about as much again. On the
+command line (`ViewStore.detach_from`) a detached process writes the store instead, and
+the command answers from its fold meanwhile. That process holds the file's build lock
+(`StateDir.view_build_lock`, an `flock`) until it exits, however it exits: a command that
+finds no valid store while the lock is held waits for it (`awaited`) instead of folding
+the whole file again beside it, on the same cores, then resumes from the new store.
+
+Nothing here decides an answer: a store that is never written, or a builder killed at any
+instant, costs the next command only time (the store is checked before each use).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from memsync.local.forking import run_detached
+from memsync.local.statedir import StateDir
+
+__all__ = ["BUILD_WAIT", "awaited", "detached"]
+
+BUILD_WAIT = 30.0
+"""How long a command waits for a detached builder before it folds the file itself (the
+builder of a million records takes about 4 s; one that is stuck must not stop commands)."""
+
+_POLL = 0.02
+
+
+def detached(state: StateDir, path: Path, fd: int, write: Callable[[], None]) -> bool:
+    """Run `write` (the store of memory file `path`, open as `fd`: the one descriptor it
+    reads) in a detached process that holds the file's build lock; True once it is
+    started, or when another process holds that lock
+    (it is writing a store of the file now: this one is left unwritten, only time); False
+    where no process may be forked (`forking.fork_is_safe`): the caller writes it."""
+    try:
+        lock = os.open(
+            state.prepared(state.view_build_lock(path)),
+            os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+            0o600,
+        )
+    except OSError:
+        return False  # (a state directory that cannot be written: the caller's save fails)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True  # another builder's
+        except OSError:
+            return False  # (no `flock` on this file system: nobody could wait for it)
+        # The builder's copy of the descriptor keeps the lock until it exits; this one's
+        # is closed below, unlocking nothing (an `flock` belongs to the open file).
+        started = run_detached(write, keep=(fd, lock))
+        if not started:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        return started
+    finally:
+        os.close(lock)
+
+
+def awaited(state: StateDir, path: Path, seconds: float = BUILD_WAIT) -> bool:
+    """Wait while a detached process writes the store of memory file `path` (its build
+    lock held), at most `seconds`; whether one was (then the store is worth reading
+    again)."""
+    try:
+        fd = os.open(state.view_build_lock(path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # never built by a detached process here
+    try:
+        deadline = time.monotonic() + seconds
+        waited = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                waited = True
+                if time.monotonic() >= deadline:
+                    return True
+                time.sleep(_POLL)
+                continue
+            except OSError:
+                return waited  # (no `flock` on this file system)
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            return waited
+    finally:
+        os.close(fd)

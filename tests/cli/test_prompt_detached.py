@@ -1,0 +1,138 @@
+"""The first `prompt` of a large file answers from its fold while a detached process
+writes the file's persistent view (issue 20): the same block before and after, the
+store there once that process is done, and the right block after it is killed."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memsync.local.statedir import StateDir
+from memsync.local.viewstore import DETACH_BYTES
+from tests.helpers.generated import genmem_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.linux_only]  # the builder is found in /proc
+
+NOW = "2026-12-01T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def memory_300k(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """genmem.py's 300,000 records (about 95 MB), made once for all workers."""
+    return genmem_file(tmp_path_factory, 300_000)
+
+
+def _prompt(
+    path: Path, state: Path, more: tuple[str, ...] | list[str] = ()
+) -> tuple[list[str], str]:
+    """`memsync prompt` of `path` in a process of its own; its command line and output."""
+    argv = [sys.executable, "-m", "memsync", "prompt", str(path), "--max-chars", "4000"]
+    argv += ["--now", NOW, *more]
+    done = subprocess.run(
+        argv,
+        env={**os.environ, "XDG_STATE_HOME": str(state)},
+        capture_output=True,
+        text=True,
+        timeout=120,  # a builder holding the output pipe would hold this until then
+        check=True,
+    )
+    assert done.stdout.startswith("# Memory\n")
+    return argv, done.stdout
+
+
+def _running(argv: list[str]) -> list[int]:
+    """The processes running `argv` (the command's own forks: its detached builder)."""
+    wanted = "\0".join(argv) + "\0"
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline") as f:
+                    if f.read() == wanted:
+                        found.append(int(entry.name))
+            except OSError:
+                continue  # gone meanwhile
+    return found
+
+
+def _until_gone(argv: list[str], seconds: float = 90.0) -> None:
+    deadline = time.monotonic() + seconds
+    while _running(argv):
+        assert time.monotonic() < deadline, f"the detached builder still runs after {seconds} s"
+        time.sleep(0.02)
+
+
+def test_the_first_prompt_answers_before_its_store_is_written(
+    tmp_path: Path, memory_300k: Path
+) -> None:
+    path = tmp_path / "m.jsonl"
+    shutil.copyfile(memory_300k, path)
+    assert path.stat().st_size >= DETACH_BYTES
+    state = tmp_path / "state"
+    views = StateDir(state / "memsync")
+
+    argv, cold = _prompt(path, state)
+    # Answered, its output closed, while the builder runs (over a second of work at 300k,
+    # where the block took a fraction of one).
+    assert _running(argv)
+    _until_gone(argv)
+    assert views.view_store(path).exists()
+    assert views.view_ranks(path).exists()
+    stamp = views.view_ranks(path).stat().st_mtime_ns
+    _, warm = _prompt(path, state)
+    assert warm == cold  # from the quick part now, as from the fold
+    assert views.view_ranks(path).stat().st_mtime_ns == stamp  # read, not written again
+
+
+def test_a_prompt_while_the_store_is_written_starts_no_second_builder(
+    tmp_path: Path, memory_300k: Path
+) -> None:
+    """A second command right after the first, while its builder runs, answers the same
+    as ever and leaves no builder of its own: it waits for the store (the build lock) or
+    resumes from the part already written, instead of folding and writing it all again
+    beside the first one, on the same cores."""
+    path = tmp_path / "m.jsonl"
+    shutil.copyfile(memory_300k, path)
+    other = ["--scope", "github.com"]  # another command line: its processes are its own
+    argv, expected = _prompt(path, tmp_path / "reference", other)
+    _until_gone(argv)
+    state = tmp_path / "state"
+    first, _ = _prompt(path, state)
+    assert _running(first)
+    second, again = _prompt(path, state, other)
+    assert again == expected
+    assert not _running(second)
+    _until_gone(first)
+    assert _prompt(path, state, other)[1] == expected
+
+
+def test_a_builder_killed_at_any_moment_leaves_the_right_answer(
+    tmp_path: Path, memory_300k: Path
+) -> None:
+    path = tmp_path / "m.jsonl"
+    shutil.copyfile(memory_300k, path)
+    _, expected = _prompt(path, tmp_path / "reference")
+    rng = random.Random(20)
+    killed = 0
+    for n in range(3):
+        state = tmp_path / f"state{n}"
+        argv, cold = _prompt(path, state)
+        assert cold == expected
+        time.sleep(rng.uniform(0.0, 0.8))  # somewhere in the fold's copy, the build, the write
+        for pid in _running(argv):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        _until_gone(argv)
+        for _ in range(2):  # the first after the kill (it may write the store), then the next
+            argv, after = _prompt(path, state)
+            assert after == expected
+            _until_gone(argv)
+    assert killed  # (the builder of 300k records runs for over a second)
