@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, memory
+from common import ROOT, memory, until_gone
 
 CALLS = ("recall", "prompt_resource", "remember", "memory_prompt", "supersede", "forget")
 
@@ -56,7 +56,12 @@ def main() -> None:
         started = time.perf_counter()
         cmd = [sys.executable, "-m", "memsync", "prompt", str(file), "--max-chars", "4000"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
-        print(f"{args.size}: store built by `prompt` in {time.perf_counter() - started:.1f} s")
+        answered = time.perf_counter() - started
+        until_gone(cmd)  # the process it detached to write the store
+        ready = time.perf_counter() - started
+        print(
+            f"{args.size}: `prompt` answered in {answered:.1f} s, its store ready in {ready:.1f} s"
+        )
         cmd = [sys.executable, "-m", "memsync", "recall", str(file), "retry"]  # its index
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
         servers = [

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, Run, machine, median, memory, records, sizes, timed
+from common import ROOT, Run, machine, median, memory, records, sizes, timed, until_gone
 
 WARM = ("add", "prompt --max-chars 4000", "recall retry", "forget ID", "show --json")
 
@@ -46,21 +46,6 @@ def _python(tree: Path) -> str:
 def _memsync(tree: Path, state: Path, *args: str) -> Run:
     os.environ["XDG_STATE_HOME"] = str(state)
     return timed([_python(tree), "-m", "memsync", *args])
-
-
-def _until_gone(argv: list[str]) -> None:
-    """Wait while a process runs `argv` (a command's detached fork; Linux's /proc)."""
-    wanted = "\0".join(argv) + "\0"
-    while True:
-        for entry in os.scandir("/proc"):
-            try:
-                if entry.name.isdigit() and Path(entry.path, "cmdline").read_text() == wanted:
-                    break
-            except OSError:
-                continue  # gone meanwhile
-        else:
-            return
-        time.sleep(0.01)
 
 
 def _ids(file: Path, n: int) -> list[str]:
@@ -92,7 +77,7 @@ def _tree(tree: Path, src: Path, runs: int, cold_runs: int) -> dict[str, Run]:
             found.setdefault("cold prompt", []).append(_memsync(tree, state, *args))
             # A detached process may still be writing the store (`ViewStore.detach_from`):
             # when it is done, the store is ready; the next command must not share cores.
-            _until_gone([_python(tree), "-m", "memsync", *args])
+            until_gone([_python(tree), "-m", "memsync", *args])
             ready = Run(time.perf_counter() - started, 0.0)
             found.setdefault("cold store ready", []).append(ready)
         _memsync(tree, state, "recall", f, "retry")
@@ -138,7 +123,8 @@ def main() -> None:
                 ratio = f"{r.seconds / py:.1f}x" if name in WARM or name == "python" else ""
                 if name in ("cold prompt", "cold store ready"):  # the 1.5x target
                     ratio = f"{r.seconds / found['cold show --json'].seconds:.2f}x of show"
-                cells.append(f"{r.seconds:.3f} | {r.rss_mb:.0f} | {ratio}")
+                mb = f"{r.rss_mb:.0f}" if r.rss_mb else "-"  # (not measured: store ready)
+                cells.append(f"{r.seconds:.3f} | {mb} | {ratio}")
             if len(cells) == 1:
                 cells.append(" |  | ")
             print(f"| {label} | `{name}` | {' | '.join(cells)} |", flush=True)

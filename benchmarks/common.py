@@ -65,6 +65,22 @@ def timed(cmd: list[str], *, stdout: int | None = subprocess.DEVNULL, shell: boo
     return Run(elapsed, int(last[1]) / 1024)
 
 
+def until_gone(argv: list[str]) -> None:
+    """Wait while a process runs `argv`: a command's detached fork, which has the command's
+    own command line (the store's writer, `ViewStore.detach_from`). Linux's /proc."""
+    wanted = "\0".join(argv) + "\0"
+    while True:
+        for entry in os.scandir("/proc"):
+            try:
+                if entry.name.isdigit() and Path(entry.path, "cmdline").read_text() == wanted:
+                    break
+            except OSError:
+                continue  # gone meanwhile
+        else:
+            return
+        time.sleep(0.01)
+
+
 def median(runs: list[Run]) -> Run:
     return Run(
         statistics.median(r.seconds for r in runs), statistics.median(r.rss_mb for r in runs)
