@@ -127,7 +127,14 @@ def fold_in_halves(
     summary into `result`; `fold(result, file_no, start, stop, first_line)` folds one span.
     If the child fails, the second half is folded here."""
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process or memory to spare: both halves here
+        os.close(read_end)
+        os.close(write_end)
+        for span in (*first, *second):
+            fold(result, *_numbered(span, fds))
+        return
     if pid == 0:  # the child: fold, send, and leave without running anything of the parent's
         code = 1
         try:

@@ -7,7 +7,9 @@ only with a second core for the child (on one, the fork would slow the work it s
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterable
 
@@ -16,13 +18,22 @@ __all__ = ["fork_is_safe", "run_detached"]
 
 def fork_is_safe() -> bool:
     """Whether this process may fork a child to share its work: `os.fork` exists, no other
-    thread runs, and there are two cores or more."""
-    return hasattr(os, "fork") and threading.active_count() == 1 and (os.cpu_count() or 1) >= 2
+    thread runs, there are two cores or more, and a child can be waited for (SIGCHLD not
+    ignored, as a parent that ignored it passes on across `exec`: then no exit status
+    tells whether a child succeeded)."""
+    return (
+        hasattr(os, "fork")
+        and threading.active_count() == 1
+        and (os.cpu_count() or 1) >= 2
+        and signal.getsignal(signal.SIGCHLD) is not signal.SIG_IGN
+    )
 
 
 def run_detached(work: Callable[[], None], keep: Iterable[int] = ()) -> bool:
     """Run `work` in a detached process and return True at once; False, running nothing,
-    where `fork_is_safe` says no. `work` may use the descriptors `keep`, no other.
+    where `fork_is_safe` says no or a kept descriptor is a standard stream's (0 to 2: the
+    worker gives those up), and when the fork fails (`OSError`: no process or memory to
+    spare). `work` may use the descriptors `keep`, no other.
 
     The process is nobody's child to wait for: its parent, forked for this alone, exits
     at once and is reaped here. It leads a session of its own (a Ctrl-C meant for the
@@ -33,11 +44,17 @@ def run_detached(work: Callable[[], None], keep: Iterable[int] = ()) -> bool:
     this process, killed, for as long as the work runs). It leaves by `os._exit`, running
     nothing of the caller's (no `atexit`, no buffers flushed twice); whatever `work`
     raises ends it silently, so `work` must be what only time depends on (a cache)."""
-    if not fork_is_safe():
+    wanted = set(keep)
+    if not fork_is_safe() or min(wanted, default=3) < 3:
         return False
-    pid = os.fork()
+    kept = {0, 1, 2, *wanted}
+    try:
+        pid = os.fork()
+    except OSError:
+        return False
     if pid:
-        os.waitpid(pid, 0)
+        with contextlib.suppress(ChildProcessError):  # (reaped already)
+            os.waitpid(pid, 0)
         return True
     try:  # the first child: a session of its own, then the worker, then gone
         os.setsid()
@@ -45,14 +62,25 @@ def run_detached(work: Callable[[], None], keep: Iterable[int] = ()) -> bool:
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
-            _close_all_but({0, 1, 2, *keep})
+            _close_all_but(kept)
             work()
     finally:
         os._exit(0)
 
 
 def _close_all_but(kept: set[int]) -> None:
-    """Close every descriptor of this process but `kept`."""
+    """Close every descriptor of this process but `kept`: those listed as open where the
+    system lists them (one `close` each), else every number up to the limit."""
+    try:
+        listed = [int(name) for name in os.listdir("/dev/fd")]  # (Linux: /proc/self/fd)
+    except (OSError, ValueError):
+        listed = None
+    if listed is not None:
+        for fd in listed:
+            if fd not in kept:
+                with contextlib.suppress(OSError):  # (the listing's own, closed since)
+                    os.close(fd)
+        return
     low = 0
     for fd in sorted(kept):
         if fd > low:  # (an empty range is not nothing: CPython may close from `low` up)

@@ -4,9 +4,12 @@ The first command on a large memory file folds it (seconds at a million records)
 writes its store (`memsync.local.viewstore`), which costs about as much again. On the
 command line (`ViewStore.detach_from`) a detached process writes the store instead, and
 the command answers from its fold meanwhile. That process holds the file's build lock
-(`StateDir.view_build_lock`, an `flock`) until it exits, however it exits: a command that
-finds no valid store while the lock is held waits for it (`awaited`) instead of folding
-the whole file again beside it, on the same cores, then resumes from the new store.
+(`StateDir.view_build_lock`, an `flock`) until it exits, however it exits: a command of
+the command line that finds no valid store while the lock is held waits for it
+(`awaited`, bounded) instead of folding the whole file again beside it, on the same
+cores, then resumes from the new store. A fold that has a store to write while the lock
+is held (the wait ran out, or the file was replaced meanwhile) writes it itself. The
+writer writes nothing for a file replaced since its fold (`viewstore._replaced`).
 
 Nothing here decides an answer: a store that is never written, or a builder killed at any
 instant, costs the next command only time (the store is checked before each use).
@@ -27,18 +30,20 @@ from memsync.local.statedir import StateDir
 __all__ = ["BUILD_WAIT", "awaited", "detached"]
 
 BUILD_WAIT = 30.0
-"""How long a command waits for a detached builder before it folds the file itself (the
-builder of a million records takes about 4 s; one that is stuck must not stop commands)."""
+"""How long a command waits for a detached builder before it folds the file itself and
+writes the store (a million records take the builder about 4 s; one that is stopped or
+stuck must not stop every command for long)."""
 
 _POLL = 0.02
 
 
 def detached(state: StateDir, path: Path, fd: int, write: Callable[[], None]) -> bool:
     """Run `write` (the store of memory file `path`, open as `fd`: the one descriptor it
-    reads) in a detached process that holds the file's build lock; True once it is
-    started, or when another process holds that lock
-    (it is writing a store of the file now: this one is left unwritten, only time); False
-    where no process may be forked (`forking.fork_is_safe`): the caller writes it."""
+    reads) in a detached process that holds the file's build lock; whether it started.
+    False, and the caller writes the store itself, where no process may be forked or
+    none could be (`forking.run_detached`), and while another process holds the lock: a
+    writer that is slow, stuck, or of a file since replaced (a compaction) must not leave
+    this fold without a store, at the price of two writers of one store now and then."""
     try:
         lock = os.open(
             state.prepared(state.view_build_lock(path)),
@@ -50,10 +55,8 @@ def detached(state: StateDir, path: Path, fd: int, write: Callable[[], None]) ->
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True  # another builder's
         except OSError:
-            return False  # (no `flock` on this file system: nobody could wait for it)
+            return False  # held by another (or no `flock` here: nobody could wait for it)
         # The builder's copy of the descriptor keeps the lock until it exits; this one's
         # is closed below, unlocking nothing (an `flock` belongs to the open file).
         started = run_detached(write, keep=(fd, lock))

@@ -80,7 +80,14 @@ def build_in_halves(
             meanwhile()
         return finish(part(tombs, user, inferred, superseded, floor))
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process or memory to spare: all of it here
+        os.close(read_end)
+        os.close(write_end)
+        if meanwhile is not None:
+            meanwhile()
+        return finish(part(tombs, user, inferred, superseded, floor))
     if pid == 0:  # the child: build, send, and leave without running anything of the parent's
         code = 1
         try:

@@ -172,8 +172,8 @@ class ViewStore(msgspec.Struct, frozen=True):
         """Whether a detached process was writing the store of the file open as `fd` (at
         `path`) and this waited until it was done (`viewbuild.awaited`): a store worth
         resuming from again, where there was none."""
-        if os.fstat(fd).st_size < DETACH_BYTES:
-            return False  # never written by one
+        if self.detach_from is None or os.fstat(fd).st_size < self.detach_from:
+            return False  # the command line's alone: a library or a server does not wait
         from memsync.local.viewbuild import awaited
 
         return awaited(self.state, path)
@@ -285,6 +285,8 @@ class ViewStore(msgspec.Struct, frozen=True):
             )
 
             def write_store(record: _Stored = stored) -> None:
+                if _replaced(path, st):
+                    return
                 payload = _encode(record)
                 target = self.state.prepared(self.state.view_store(path))
                 if not held:
@@ -299,6 +301,8 @@ class ViewStore(msgspec.Struct, frozen=True):
             built = build_in_halves(*tables, sup, floor, meanwhile=write_store if due else None)
             parts = viewranks_write.parts(stored, sup, floor, built)
             del stored, write_store  # its columns, before the write
+            if _replaced(path, st):
+                return  # (a compaction since, mostly while a detached process built it)
             _write(self.state.prepared(self.state.view_ranks(path)), *parts)
             remember(self.state.view_seen(path), path, st, offset, made, started)
         except (
@@ -311,6 +315,16 @@ class ViewStore(msgspec.Struct, frozen=True):
             # The store is only time: the answer came from the fold. A line changed under
             # us is the next fold's; a process under a memory limit goes without a store.
             return
+
+
+def _replaced(path: Path, st: os.stat_result) -> bool:
+    """Whether `path` is no longer the file of status `st` (replaced or gone): its store
+    would be of a file no command reads again."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return True
+    return (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
 
 
 def _header(path: str, payload: bytes) -> bytes:
@@ -416,6 +430,25 @@ def _sweep(target: Path) -> None:
         if name.endswith(".seen") and name.removesuffix(".seen") + ".view" not in names:
             with contextlib.suppress(OSError):
                 os.unlink(target.parent / name)
+        elif name.endswith(".building") and name.removesuffix(".building") + ".view" not in names:
+            _unlink_unheld(target.parent / name)
+
+
+def _unlink_unheld(lock: Path) -> None:
+    """Remove the build lock `lock` (`viewbuild`) unless a writer holds it."""
+    import fcntl
+
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.unlink(lock)  # (held by this meanwhile: a writer starting now takes a new file)
+    except OSError:
+        return  # held: a writer is at work
+    finally:
+        os.close(fd)
 
 
 def _write(target: Path, *parts: bytes) -> None:

@@ -4,6 +4,7 @@ store there once that process is done, and the right block after it is killed.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,13 +33,18 @@ def memory_300k(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _prompt(
-    path: Path, state: Path, more: tuple[str, ...] | list[str] = ()
+    path: Path,
+    state: Path,
+    more: tuple[str, ...] | list[str] = (),
+    before: Callable[[], object] | None = None,
 ) -> tuple[list[str], str]:
-    """`memsync prompt` of `path` in a process of its own; its command line and output."""
+    """`memsync prompt` of `path` in a process of its own (`before` run in it first); its
+    command line and output."""
     argv = [sys.executable, "-m", "memsync", "prompt", str(path), "--max-chars", "4000"]
     argv += ["--now", NOW, *more]
     done = subprocess.run(
         argv,
+        preexec_fn=before,  # (the test process starts no threads of its own)
         env={**os.environ, "XDG_STATE_HOME": str(state)},
         capture_output=True,
         text=True,
@@ -128,11 +135,40 @@ def test_a_builder_killed_at_any_moment_leaves_the_right_answer(
         assert cold == expected
         time.sleep(rng.uniform(0.0, 0.8))  # somewhere in the fold's copy, the build, the write
         for pid in _running(argv):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
+            with contextlib.suppress(ProcessLookupError):  # (a build's child, gone since)
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
         _until_gone(argv)
         for _ in range(2):  # the first after the kill (it may write the store), then the next
             argv, after = _prompt(path, state)
             assert after == expected
             _until_gone(argv)
     assert killed  # (the builder of 300k records runs for over a second)
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        pytest.param(lambda: os.close(0), id="stdin-closed"),
+        pytest.param(lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN), id="sigchld-ignored"),
+    ],
+)
+def test_where_no_writer_can_be_detached_the_command_writes_the_store_itself(
+    tmp_path: Path, memory_300k: Path, before: Callable[[], object]
+) -> None:
+    """Started with its standard input closed (the memory file then open as descriptor 0,
+    which a detached writer gives up), or with SIGCHLD ignored (no child can be waited
+    for): the same block, and a valid store when the command returns, which the next
+    command reads without writing it again."""
+    path = tmp_path / "m.jsonl"
+    shutil.copyfile(memory_300k, path)
+    argv, expected = _prompt(path, tmp_path / "reference")
+    _until_gone(argv)
+    state = tmp_path / "state"
+    views = StateDir(state / "memsync")
+    argv, cold = _prompt(path, state, before=before)
+    assert cold == expected
+    assert not _running(argv)
+    stamp = views.view_ranks(path).stat().st_mtime_ns
+    assert _prompt(path, state)[1] == expected
+    assert views.view_ranks(path).stat().st_mtime_ns == stamp  # valid: read, not rewritten

@@ -97,3 +97,26 @@ def test_with_another_thread_running_nothing_is_forked_and_nothing_runs() -> Non
         stop.set()
         other.join()
     assert ran == []
+
+
+def test_a_standard_stream_cannot_be_kept() -> None:
+    """The worker gives up descriptors 0 to 2 (for /dev/null): a file open as one of them
+    (a command started with its standard input closed) would be lost, so nothing runs."""
+    ran: list[int] = []
+    assert run_detached(lambda: ran.append(1), keep=(0,)) is False
+    assert ran == []
+
+
+@pytest.mark.slow
+def test_no_fork_where_children_cannot_be_waited_for() -> None:
+    """With SIGCHLD ignored (as a parent can pass on across exec), no exit status says
+    whether a child succeeded: nothing is forked, the work is done in the process."""
+    program = (
+        "import signal; from memsync.local.forking import fork_is_safe; "
+        "print(fork_is_safe()); signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+        "print(fork_is_safe())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == [str((os.cpu_count() or 1) >= 2), "False"]
