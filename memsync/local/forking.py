@@ -53,19 +53,24 @@ def run_detached(work: Callable[[], None], keep: Iterable[int] = ()) -> bool:
     except OSError:
         return False
     if pid:
-        with contextlib.suppress(ChildProcessError):  # (reaped already)
-            os.waitpid(pid, 0)
-        return True
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:  # (reaped already: as it exits at once, it forked)
+            return True
+        return os.waitstatus_to_exitcode(status) == 0  # 1: the worker's fork failed
+    code = 1
     try:  # the first child: a session of its own, then the worker, then gone
         os.setsid()
         if os.fork() == 0:
+            code = 0
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
             _close_all_but(kept)
             work()
+        code = 0
     finally:
-        os._exit(0)
+        os._exit(code)
 
 
 def _close_all_but(kept: set[int]) -> None:

@@ -8,8 +8,9 @@ the command answers from its fold meanwhile. That process holds the file's build
 the command line that finds no valid store while the lock is held waits for it
 (`awaited`, bounded) instead of folding the whole file again beside it, on the same
 cores, then resumes from the new store. A fold that has a store to write while the lock
-is held (the wait ran out, or the file was replaced meanwhile) writes it itself. The
-writer writes nothing for a file replaced since its fold (`viewstore._replaced`).
+is held detaches its writer all the same: that one waits for the other, then writes
+only what is still missing. A writer writes nothing for a file replaced since its fold
+(`viewstore._replaced`).
 
 Nothing here decides an answer: a store that is never written, or a builder killed at any
 instant, costs the next command only time (the store is checked before each use).
@@ -27,7 +28,7 @@ from pathlib import Path
 from memsync.local.forking import run_detached
 from memsync.local.statedir import StateDir
 
-__all__ = ["BUILD_WAIT", "awaited", "detached"]
+__all__ = ["BUILD_WAIT", "awaited", "detached", "unlink_unheld"]
 
 BUILD_WAIT = 30.0
 """How long a command waits for a detached builder before it folds the file itself and
@@ -37,13 +38,23 @@ stuck must not stop every command for long)."""
 _POLL = 0.02
 
 
-def detached(state: StateDir, path: Path, fd: int, write: Callable[[], None]) -> bool:
+def detached(
+    state: StateDir,
+    path: Path,
+    fd: int,
+    write: Callable[[], None],
+    done: Callable[[], bool],
+) -> bool:
     """Run `write` (the store of memory file `path`, open as `fd`: the one descriptor it
-    reads) in a detached process that holds the file's build lock; whether it started.
-    False, and the caller writes the store itself, where no process may be forked or
-    none could be (`forking.run_detached`), and while another process holds the lock: a
-    writer that is slow, stuck, or of a file since replaced (a compaction) must not leave
-    this fold without a store, at the price of two writers of one store now and then."""
+    reads) in a detached process that holds the file's build lock; whether it started
+    (False: no process may be forked or none could be, `forking.run_detached`; the
+    caller writes the store itself).
+
+    When another process holds the lock (a writer of another command), the detached one
+    first waits for it (at most `BUILD_WAIT`), then writes only if `done()` (the store
+    there now covers this fold) is false: the command never waits for another's writer,
+    two writers do not share the cores for one store, and a writer that is stuck, or of
+    a file since replaced (a compaction), leaves this fold's store written all the same."""
     try:
         lock = os.open(
             state.prepared(state.view_build_lock(path)),
@@ -55,16 +66,42 @@ def detached(state: StateDir, path: Path, fd: int, write: Callable[[], None]) ->
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            ours = True
+        except BlockingIOError:
+            ours = False  # another writer's: the detached process waits for it
         except OSError:
-            return False  # held by another (or no `flock` here: nobody could wait for it)
-        # The builder's copy of the descriptor keeps the lock until it exits; this one's
+            return False  # (no `flock` here: nobody could wait for a writer)
+
+        def after_the_other() -> None:
+            if not ours:
+                _lock_within(lock, BUILD_WAIT)  # (not got: stuck; written all the same)
+                if done():
+                    return
+            write()
+
+        # The writer's copy of the descriptor keeps the lock until it exits; this one's
         # is closed below, unlocking nothing (an `flock` belongs to the open file).
-        started = run_detached(write, keep=(fd, lock))
-        if not started:
+        started = run_detached(after_the_other, keep=(fd, lock))
+        if ours and not started:
             fcntl.flock(lock, fcntl.LOCK_UN)
         return started
     finally:
         os.close(lock)
+
+
+def _lock_within(fd: int, seconds: float) -> bool:
+    """Take the exclusive `flock` of `fd`, trying for at most `seconds`; whether it was."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL)
+        except OSError:
+            return False
 
 
 def awaited(state: StateDir, path: Path, seconds: float = BUILD_WAIT) -> bool:
@@ -92,5 +129,22 @@ def awaited(state: StateDir, path: Path, seconds: float = BUILD_WAIT) -> bool:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
             return waited
+    finally:
+        os.close(fd)
+
+
+def unlink_unheld(lock: Path) -> None:
+    """Remove the build lock `lock` (of a file whose store is gone) unless a writer holds
+    it. (Taken meanwhile: a writer that starts now makes a new lock file; the worst is two
+    writers of one store, only time.)"""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.unlink(lock)
+    except OSError:
+        return  # held: a writer is at work
     finally:
         os.close(fd)

@@ -49,6 +49,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -178,6 +179,15 @@ class ViewStore(msgspec.Struct, frozen=True):
 
         return awaited(self.state, path)
 
+    def _covers(self, path: Path, fd: int, offset: int) -> bool:
+        """Whether the store and quick part there now are valid for the file open as `fd`
+        and hold its first `offset` bytes at least (another process wrote them)."""
+        from memsync.local import viewranks_write
+
+        stored = self._valid(path, fd)
+        size = viewranks_write.head_size(self.state.view_ranks(path))
+        return stored is not None and stored.size >= offset and (size or 0) >= offset
+
     def newest(self, path: Path, fd: int, rid: str) -> tuple[int | None, int] | None:
         """From a valid store of the file open as `fd`: the newest `created_at` of any
         record of `rid` in the bytes it folded (None: no record), and how many bytes that
@@ -257,7 +267,8 @@ class ViewStore(msgspec.Struct, frozen=True):
 
             here = msgspec.structs.replace(self, detach_from=None)
             args = (path, fd, scan, offset, line, held, lines, kept)
-            if detached(self.state, path, fd, lambda: here.save(*args, force=force, now=now)):
+            write = partial(here.save, *args, force=force, now=now)
+            if detached(self.state, path, fd, write, partial(here._covers, path, fd, offset)):
                 return
         try:
             st = os.fstat(fd)
@@ -431,24 +442,9 @@ def _sweep(target: Path) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(target.parent / name)
         elif name.endswith(".building") and name.removesuffix(".building") + ".view" not in names:
-            _unlink_unheld(target.parent / name)
+            from memsync.local.viewbuild import unlink_unheld
 
-
-def _unlink_unheld(lock: Path) -> None:
-    """Remove the build lock `lock` (`viewbuild`) unless a writer holds it."""
-    import fcntl
-
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.unlink(lock)  # (held by this meanwhile: a writer starting now takes a new file)
-    except OSError:
-        return  # held: a writer is at work
-    finally:
-        os.close(fd)
+            unlink_unheld(target.parent / name)
 
 
 def _write(target: Path, *parts: bytes) -> None:

@@ -99,13 +99,13 @@ def test_the_first_prompt_answers_before_its_store_is_written(
     assert views.view_ranks(path).stat().st_mtime_ns == stamp  # read, not written again
 
 
-def test_a_prompt_while_the_store_is_written_starts_no_second_builder(
+def test_a_prompt_while_the_store_is_written_writes_it_no_second_time(
     tmp_path: Path, memory_300k: Path
 ) -> None:
-    """A second command right after the first, while its builder runs, answers the same
-    as ever and leaves no builder of its own: it waits for the store (the build lock) or
-    resumes from the part already written, instead of folding and writing it all again
-    beside the first one, on the same cores."""
+    """A second command right after the first, while its writer runs, answers the same
+    as ever and does not write the store again beside it, on the same cores: it waits
+    for the store (the build lock) or resumes from the part already written, and what it
+    has left to write waits for the first writer and finds it written."""
     path = tmp_path / "m.jsonl"
     shutil.copyfile(memory_300k, path)
     other = ["--scope", "github.com"]  # another command line: its processes are its own
@@ -116,8 +116,11 @@ def test_a_prompt_while_the_store_is_written_starts_no_second_builder(
     assert _running(first)
     second, again = _prompt(path, state, other)
     assert again == expected
-    assert not _running(second)
     _until_gone(first)
+    views = StateDir(state / "memsync")
+    stamp = views.view_ranks(path).stat().st_mtime_ns
+    _until_gone(second)
+    assert views.view_ranks(path).stat().st_mtime_ns == stamp  # the first's, not again
     assert _prompt(path, state, other)[1] == expected
 
 
@@ -172,3 +175,34 @@ def test_where_no_writer_can_be_detached_the_command_writes_the_store_itself(
     stamp = views.view_ranks(path).stat().st_mtime_ns
     assert _prompt(path, state)[1] == expected
     assert views.view_ranks(path).stat().st_mtime_ns == stamp  # valid: read, not rewritten
+
+
+def test_a_writer_whose_file_was_replaced_meanwhile_writes_no_quick_part_for_it(
+    tmp_path: Path, memory_300k: Path
+) -> None:
+    """The file is replaced (as a compaction replaces it) while the writer builds: the
+    writer leaves no quick part of the old file, and the next command answers from the
+    new one."""
+    path = tmp_path / "m.jsonl"
+    shutil.copyfile(memory_300k, path)
+    state = tmp_path / "state"
+    views = StateDir(state / "memsync")
+    argv, expected = _prompt(path, state)
+    writers = _running(argv)
+    assert writers
+    for pid in writers:  # held still while the file is replaced
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    assert not views.view_ranks(path).exists()  # (written last: not yet)
+    copy = tmp_path / "copy.jsonl"
+    shutil.copyfile(memory_300k, copy)
+    os.replace(copy, path)
+    for pid in writers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    _until_gone(argv)
+    assert not views.view_ranks(path).exists()
+    argv, again = _prompt(path, state)
+    assert again == expected
+    _until_gone(argv)
+    assert views.view_ranks(path).exists()  # the new file's, written since

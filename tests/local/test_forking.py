@@ -120,3 +120,39 @@ def test_no_fork_where_children_cannot_be_waited_for() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == [str((os.cpu_count() or 1) >= 2), "False"]
+
+
+_SECOND_FORK_FAILS = textwrap.dedent(
+    """
+    import errno, os, sys, time
+    from pathlib import Path
+    from memsync.local.forking import run_detached
+
+    me, real_fork = os.getpid(), os.fork
+
+    def fork():
+        if os.getpid() != me:  # the first child's fork, the worker's: no process to spare
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        return real_fork()
+
+    os.fork = fork
+    print(run_detached(lambda: Path(sys.argv[1]).touch()))
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_worker_that_could_not_be_forked_is_reported_as_not_started(tmp_path: Path) -> None:
+    """The first fork succeeds, the worker's fails (no process to spare): `run_detached`
+    says False, so that the caller does the work itself, instead of leaving it undone."""
+    marker = tmp_path / "ran"
+    done = subprocess.run(
+        [sys.executable, "-c", _SECOND_FORK_FAILS, str(marker)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["False"]
+    time.sleep(0.2)
+    assert not marker.exists()

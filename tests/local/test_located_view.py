@@ -10,6 +10,7 @@ rule 9 are settled on the lines read again; and a file replaced between the two 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -194,6 +195,32 @@ def test_a_child_that_fails_after_sending_its_half_is_counted_once(
     assert one[1]  # the shapes are there: bad lines, twins
     assert one[3] == path.read_bytes().count(b"\n")
     assert two == one
+
+
+def test_a_fork_that_fails_folds_both_halves_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No process or memory to spare (`os.fork` raising EAGAIN): the view is folded in
+    this process, the same as one fold's, instead of the command failing."""
+    lines = _lines(random.Random(6), 600)
+    path = tmp_path / "m.jsonl"
+    _write(path, lines)
+
+    def fold(state: str) -> tuple[object, ...]:
+        store = ViewStore(StateDir(tmp_path / state), min_bytes=0)
+        with located_view([path], NOW, store) as view:
+            scan = view.scan
+            return list(view.lines()), scan.bad, scan.index.records, scan.lines
+
+    one = fold("one")
+    forks = _in_two_processes(monkeypatch)
+
+    def no_fork() -> int:
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert fold("two") == one
+    assert forks == [1]  # the two-process fold was tried
 
 
 def test_a_tie_goes_to_the_greater_canonical_line_read_again(tmp_path: Path) -> None:

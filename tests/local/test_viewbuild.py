@@ -3,6 +3,8 @@ processes (issue 20)."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,7 +15,7 @@ import pytest
 
 from memsync.local.located import located_index
 from memsync.local.statedir import StateDir
-from memsync.local.viewbuild import awaited, detached
+from memsync.local.viewbuild import awaited, unlink_unheld
 from memsync.local.viewstore import ViewStore
 from tests.helpers.imports import large_memory
 
@@ -53,9 +55,13 @@ def test_a_command_waits_for_the_builder_then_goes_on(tmp_path: Path) -> None:
     state, path = StateDir(tmp_path / "state"), tmp_path / "m.jsonl"
     holder = _held_by_another(state.view_build_lock(path), 0.5)
     try:
-        started = time.monotonic()
         assert awaited(state, path) is True
-        assert time.monotonic() - started >= 0.3  # until the builder was gone
+        # It returned once the lock was free (not before): an exclusive one is ours now.
+        fd = os.open(state.view_build_lock(path), os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
         holder.wait(timeout=10)
     finally:
         holder.kill()
@@ -75,21 +81,80 @@ def test_a_builder_that_does_not_end_is_waited_for_a_bounded_time(tmp_path: Path
         holder.communicate()
 
 
-def test_while_another_holds_the_lock_the_caller_writes_the_store_itself(
-    tmp_path: Path,
+_SECOND_WRITER = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from memsync.local.statedir import StateDir
+    from memsync.local.viewbuild import detached
+
+    state, path = StateDir(Path(sys.argv[1])), Path(sys.argv[2])
+    marks, done = sys.argv[3], sys.argv[4]
+    fd = os.open(path, os.O_RDONLY)
+
+    def write():
+        Path(marks, "written").write_text(str(time.monotonic()))
+
+    started = time.monotonic()
+    print(detached(state, path, fd, write, lambda: done == "done"), time.monotonic() - started)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("done", ["done", "not done"])
+def test_while_another_writer_holds_the_lock_the_next_waits_for_it_detached(
+    tmp_path: Path, done: str
 ) -> None:
-    """A writer holds the lock (slow, stopped, or of a file replaced since): `detached`
-    starts no second one and says so, and the caller writes its store itself, so that a
-    stuck writer cannot leave every fold without a store."""
+    """Another command's writer holds the lock: `detached` returns at once (the command
+    never waits); its writer waits for the other, then writes only what the store there
+    does not hold yet (`done`), so that a stuck or replaced writer still leaves a store."""
     state, path = StateDir(tmp_path / "state"), tmp_path / "m.jsonl"
-    holder = _held_by_another(state.view_build_lock(path), 60)
-    ran: list[bool] = []
+    path.write_bytes(b"")
+    holder = _held_by_another(state.view_build_lock(path), 1.0)
     try:
-        assert detached(state, path, 3, lambda: ran.append(True)) is False
+        args = [str(state.root), str(path), str(tmp_path), done]
+        finished = subprocess.run(
+            [sys.executable, "-c", _SECOND_WRITER, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        started, seconds = finished.stdout.split()
+        assert started == "True"
+        assert float(seconds) < 0.9  # not held up by the other writer's second
+        holder.wait(timeout=10)
+        released = time.monotonic()
     finally:
         holder.kill()
         holder.communicate()
-    assert ran == []
+    written = tmp_path / "written"
+    if done == "done":
+        time.sleep(0.5)
+        assert not written.exists()
+    else:
+        deadline = time.monotonic() + 30
+        while not written.exists():
+            assert time.monotonic() < deadline, "the waiting writer never wrote"
+            time.sleep(0.02)
+        assert float(written.read_text()) >= released - 0.5  # after the other let go
+
+
+def test_a_build_lock_is_removed_only_when_nobody_holds_it(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state")
+    free = state.prepared(state.view_build_lock(tmp_path / "gone.jsonl"))
+    free.touch()
+    unlink_unheld(free)
+    assert not free.exists()
+    held = state.view_build_lock(tmp_path / "m.jsonl")
+    holder = _held_by_another(held, 60)
+    try:
+        unlink_unheld(held)
+        assert held.exists()  # a writer is at work: its lock stays
+    finally:
+        holder.kill()
+        holder.communicate()
 
 
 _WRITER = textwrap.dedent(

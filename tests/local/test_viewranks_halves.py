@@ -3,10 +3,14 @@ byte what one process builds, wherever the ids are cut."""
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from memsync.local import forking
 from memsync.local.located import located_view
 from memsync.local.statedir import StateDir
 from memsync.local.viewranks_halves import build_in_halves
@@ -35,3 +39,35 @@ def test_two_processes_build_what_one_builds(tmp_path: Path, seed: int) -> None:
         # this process's empty, both holding scopes first met on either side.
         for share in (0.0, 0.1, 0.4, 0.5, 0.9, 1.0):
             assert build_in_halves(*tables, superseded, floor, parallel_from=0, share=share) == one
+
+
+def test_a_fork_that_fails_builds_it_all_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No process or memory to spare: the quick part is built in this process, the same."""
+    path = tmp_path / "me.jsonl"
+    path.write_bytes(HEADER + b"\n" + b"".join(line + b"\n" for line in entries(4, 400)))
+    store = ViewStore(StateDir(tmp_path / "state"), min_bytes=0, save_after=0)
+    located_view([path], NOW, store).close()
+    stored = _unpack(store.state.view_store(path).read_bytes())
+    assert stored is not None
+    superseded = dict(zip(stored.sup_ids, stored.sup_bits, strict=True))
+    tables = (stored.tombs, stored.user, stored.inferred)
+    one = build(*tables, superseded, NOW)
+    # Forking allowed (a test process has other threads), then refused by the system.
+    monkeypatch.setattr(forking, "threading", SimpleNamespace(active_count=lambda: 1))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    tried: list[int] = []
+
+    def no_fork() -> int:
+        tried.append(1)
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    met: list[int] = []
+    assert (
+        build_in_halves(*tables, superseded, NOW, parallel_from=0, meanwhile=lambda: met.append(1))
+        == one
+    )
+    assert tried == [1]
+    assert met == [1]  # what was to run meanwhile ran once
