@@ -160,6 +160,14 @@ def test_an_error_in_either_half_is_raised_as_one_process_raises_it(
     assert forks == [1]
 
 
+def _folded(path: Path, state: Path) -> tuple[object, ...]:
+    """What a fold of `path` for a persistent view in `state` found: the view's lines, the
+    bad lines, how many twins, the records and the lines read."""
+    with located_view([path], NOW, ViewStore(StateDir(state), min_bytes=0)) as view:
+        scan = view.scan
+        return list(view.lines()), scan.bad, len(scan.index.twins), scan.index.records, scan.lines
+
+
 def test_a_child_that_fails_after_sending_its_half_is_counted_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,13 +182,7 @@ def test_a_child_that_fails_after_sending_its_half_is_counted_once(
     path = tmp_path / "m.jsonl"
     _write(path, lines)
 
-    def fold(state: str) -> tuple[object, ...]:
-        store = ViewStore(StateDir(tmp_path / state), min_bytes=0)
-        with located_view([path], NOW, store) as view:
-            scan = view.scan
-            return scan.bad, len(scan.index.twins), scan.index.records, scan.lines
-
-    one = fold("one")
+    one = _folded(path, tmp_path / "one")
     forks = _in_two_processes(monkeypatch)
     real_send = memsync.local.fold_halves._send
 
@@ -189,11 +191,11 @@ def test_a_child_that_fails_after_sending_its_half_is_counted_once(
         os._exit(9)
 
     monkeypatch.setattr(memsync.local.fold_halves, "_send", send_then_die)
-    two = fold("two")
+    two = _folded(path, tmp_path / "two")
     assert forks == [1]
-    assert one[0]
-    assert one[1]  # the shapes are there: bad lines, twins
-    assert one[3] == path.read_bytes().count(b"\n")
+    assert one[1]
+    assert one[2]  # the shapes are there: bad lines, twins
+    assert one[4] == path.read_bytes().count(b"\n")
     assert two == one
 
 
@@ -206,20 +208,14 @@ def test_a_fork_that_fails_folds_both_halves_here(
     path = tmp_path / "m.jsonl"
     _write(path, lines)
 
-    def fold(state: str) -> tuple[object, ...]:
-        store = ViewStore(StateDir(tmp_path / state), min_bytes=0)
-        with located_view([path], NOW, store) as view:
-            scan = view.scan
-            return list(view.lines()), scan.bad, scan.index.records, scan.lines
-
-    one = fold("one")
+    one = _folded(path, tmp_path / "one")
     forks = _in_two_processes(monkeypatch)
 
     def no_fork() -> int:
         raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
 
     monkeypatch.setattr(os, "fork", no_fork)
-    assert fold("two") == one
+    assert _folded(path, tmp_path / "two") == one
     assert forks == [1]  # the two-process fold was tried
 
 
