@@ -74,7 +74,8 @@ def detached(
 
         def after_the_other() -> None:
             if not ours:
-                _lock_within(lock, BUILD_WAIT)  # (not got: stuck; written all the same)
+                # The other's writer done, or stuck (not taken): written all the same.
+                _flock_within(lock, fcntl.LOCK_EX, BUILD_WAIT)
                 if done():
                     return
             write()
@@ -89,19 +90,22 @@ def detached(
         os.close(lock)
 
 
-def _lock_within(fd: int, seconds: float) -> bool:
-    """Take the exclusive `flock` of `fd`, trying for at most `seconds`; whether it was."""
+def _flock_within(fd: int, op: int, seconds: float) -> tuple[bool, bool]:
+    """Take the `flock` `op` (`LOCK_EX`, `LOCK_SH`) of `fd`, trying for at most `seconds`:
+    whether it was taken, and whether another held it meanwhile."""
     deadline = time.monotonic() + seconds
+    waited = False
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True, waited
         except BlockingIOError:
+            waited = True
             if time.monotonic() >= deadline:
-                return False
+                return False, True
             time.sleep(_POLL)
         except OSError:
-            return False
+            return False, waited  # (no `flock` on this file system)
 
 
 def awaited(state: StateDir, path: Path, seconds: float = BUILD_WAIT) -> bool:
@@ -113,22 +117,11 @@ def awaited(state: StateDir, path: Path, seconds: float = BUILD_WAIT) -> bool:
     except OSError:
         return False  # never built by a detached process here
     try:
-        deadline = time.monotonic() + seconds
-        waited = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                waited = True
-                if time.monotonic() >= deadline:
-                    return True
-                time.sleep(_POLL)
-                continue
-            except OSError:
-                return waited  # (no `flock` on this file system)
+        taken, waited = _flock_within(fd, fcntl.LOCK_SH, seconds)
+        if taken:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
-            return waited
+        return waited
     finally:
         os.close(fd)
 

@@ -144,7 +144,7 @@ class ViewStore(msgspec.Struct, frozen=True):
     `min_bytes`: files smaller than this are neither stored nor looked up (`MIN_BYTES`);
     `save_after`: how far a store may fall behind before it is written again
     (`SAVE_AFTER_BYTES`); `detach_from`: a store due of a fold of this many bytes or more
-    is written by a detached process (`forking.run_detached`) and `save` returns at once,
+    is written by a detached process (`viewbuild.detached`) and `save` returns at once,
     so that the command answers from its fold meanwhile (None: always here; a library, a
     server and the daemon wait, only the command line detaches, from `DETACH_BYTES`).
     """
@@ -332,10 +332,9 @@ def _replaced(path: Path, st: os.stat_result) -> bool:
     """Whether `path` is no longer the file of status `st` (replaced or gone): its store
     would be of a file no command reads again."""
     try:
-        now = os.stat(path)
+        return not os.path.samestat(os.stat(path), st)
     except OSError:
         return True
-    return (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
 
 
 def _header(path: str, payload: bytes) -> bytes:
